@@ -1,0 +1,137 @@
+"""Process-tree PSS/USS/RSS on real processes (no mocks of psutil)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tj_monitor import measure_processes, tree_memory
+
+MiB = 2**20
+
+# Child: import numpy, report ready, wait; on "alloc" touch 300 MiB; on "exit" leave.
+CHILD = """
+import sys
+import numpy as np
+print("ready", flush=True)
+held = None
+for line in sys.stdin:
+    cmd = line.strip()
+    if cmd == "alloc":
+        held = np.ones(300 * 2**20 // 8)   # np.ones writes every page
+        print("allocated", flush=True)
+    elif cmd == "exit":
+        break
+"""
+
+
+def _send(proc: subprocess.Popen[str], cmd: str, expect: str) -> None:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(cmd + "\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == expect
+
+
+def _settled_pss() -> int:
+    """Median of three readings: the test process itself allocates a little between reads."""
+    values = sorted(tree_memory().pss for _ in range(3))
+    return values[1]
+
+
+def test_child_allocation_shows_in_tree_pss_and_leaves_with_it() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        before = tree_memory()
+        assert before.processes >= 2 and proc.pid in before.pids
+        base = _settled_pss()
+        _send(proc, "alloc", "allocated")
+        grown = _settled_pss()
+        delta = grown - base
+        assert abs(delta - 300 * MiB) <= 0.10 * 300 * MiB, f"PSS delta {delta / MiB:.1f} MiB"
+        _send(proc, "exit", "")
+        proc.wait(timeout=30)
+        after = _settled_pss()
+        assert after < grown - 250 * MiB, f"PSS after exit {after / MiB:.0f} MiB"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_forked_reader_of_shared_mmap_has_tiny_uss_but_full_rss(tmp_path) -> None:
+    size = 200 * MiB
+    path = tmp_path / "shared.bin"
+    with path.open("wb") as f:
+        f.truncate(size)
+    with path.open("r+b") as f:
+        mm = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED)
+    page = mmap.PAGESIZE
+    for off in range(0, size, page):
+        mm[off] = 1  # populate the page cache through the shared mapping
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: only read the mapping, then wait
+        try:
+            os.close(r)
+            os.close(w2)
+            total = 0
+            for off in range(0, size, page):
+                total += mm[off]
+            os.write(w, b"1" if total == size // page else b"0")
+            os.read(r2, 1)
+        finally:
+            os._exit(0)
+    try:
+        os.close(w)
+        os.close(r2)
+        assert os.read(r, 1) == b"1"
+        tree = tree_memory(per_process=True)
+        child = next(p for p in tree.per_process if p.pid == pid)
+        assert child.rss >= size * 0.95, f"child RSS {child.rss / MiB:.0f} MiB"
+        assert child.uss < 40 * MiB, f"child USS {child.uss / MiB:.0f} MiB"
+        # PSS splits the shared pages: the tree pays for them once, RSS counts them twice
+        assert tree.rss - tree.pss >= size * 0.85
+    finally:
+        os.write(w2, b"x")
+        os.waitpid(pid, 0)
+        os.close(r)
+        os.close(w2)
+        mm.close()
+
+
+def test_zombie_and_vanished_children_are_skipped_not_raised() -> None:
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    handle = psutil.Process(gone.pid)
+    gone.kill()
+    gone.wait()  # reaped: the pid no longer exists
+    try:
+        tree = tree_memory()
+        assert tree.skipped >= 1 and zombie.pid not in tree.pids
+        me = psutil.Process()
+        direct = measure_processes(me.pid, [me, handle])
+        assert direct.processes == 1 and direct.skipped == 1
+        assert direct.pss > 0
+    finally:
+        zombie.wait()
+
+
+def test_missing_root_raises_no_such_process() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with pytest.raises(psutil.NoSuchProcess):
+        tree_memory(proc.pid)
