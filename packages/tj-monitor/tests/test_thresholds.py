@@ -66,7 +66,7 @@ def test_gate_rejects_bad_config() -> None:
 
 
 def test_monitor_callbacks_and_shrinker_on_real_allocations() -> None:
-    probe = MemoryMonitor(MonitorConfig(measure="tree_pss", nvml=False))
+    probe = MemoryMonitor(MonitorConfig(measure="tree_pss", nvml=False, max_cpu_fraction=1.0))
     base = probe.measure().tree.pss
     cfg = MonitorConfig(
         measure="tree_pss",
@@ -75,6 +75,7 @@ def test_monitor_callbacks_and_shrinker_on_real_allocations() -> None:
         hysteresis=40 * MiB,
         min_callback_interval_s=0,
         nvml=False,
+        max_cpu_fraction=1.0,  # fresh PSS on every sample
     )
     warns: list[ThresholdEvent] = []
     cleanups: list[ThresholdEvent] = []

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from tj_monitor import measure_processes, tree_memory
+from tj_monitor import TreeSampler, measure_processes, tree_memory
 
 MiB = 2**20
 
@@ -135,3 +135,23 @@ def test_missing_root_raises_no_such_process() -> None:
     proc.wait()
     with pytest.raises(psutil.NoSuchProcess):
         tree_memory(proc.pid)
+
+
+def test_sampler_carries_pss_within_its_cpu_budget_and_estimates_growth() -> None:
+    now = [0.0]
+    sampler = TreeSampler(max_cpu_fraction=0.001, clock=lambda: now[0])
+    first = sampler.read()
+    assert first.pss_age_s == 0.0 and first.rss_at_pss is None and sampler.full_reads == 1
+    held = bytearray(b"x" * (100 * MiB))  # written: 100 MiB of new private pages
+    now[0] = 0.5  # well inside the budget window (a full read costs >= 1 ms -> >= 1 s wait)
+    carried = sampler.read()
+    assert sampler.full_reads == 1 and carried.pss_age_s == 0.5
+    assert carried.pss == first.pss and carried.rss_at_pss == first.rss
+    assert abs(carried.pss_estimate - first.pss - 100 * MiB) < 15 * MiB
+    now[0] = 1e6  # budget window over: PSS is read again
+    fresh = sampler.read()
+    assert sampler.full_reads == 2 and fresh.pss_age_s == 0.0
+    assert abs(fresh.pss - first.pss - 100 * MiB) < 15 * MiB
+    del held
+    with pytest.raises(ValueError, match="max_cpu_fraction"):
+        TreeSampler(max_cpu_fraction=0)

@@ -26,7 +26,7 @@ from tj_monitor.step_timer import StepStats, StepTimer
 from tj_monitor.system import SystemMemory, memory_limit, read_system_memory
 from tj_monitor.thresholds import ThresholdEvent, ThresholdGate
 from tj_monitor.timing import Timer, TimerStats
-from tj_monitor.tree import ProcessMemory, TreeMemory, measure_processes, tree_memory
+from tj_monitor.tree import ProcessMemory, TreeMemory, TreeSampler, measure_processes, tree_memory
 
 __version__ = "0.1.0"
 
@@ -62,6 +62,7 @@ __all__ = [
     "Timer",
     "TimerStats",
     "TreeMemory",
+    "TreeSampler",
     "__version__",
     "detect_rank",
     "format_bytes",

@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true", help="JSON (one object per sample) for scripts")
     w.add_argument("--count", type=int, help="stop after this many refreshes")
     w.add_argument("--top", type=int, default=8, help="processes listed (default 8)")
+    w.add_argument(
+        "--max-cpu",
+        type=float,
+        default=0.05,
+        help="CPU budget for PSS reads, fraction of one core (default 0.05); RSS is read every time",
+    )
     w.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ...: start CMD and watch it")
     a = sub.add_parser(
         "analyze",
@@ -91,6 +97,7 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
             as_json=args.json,
             count=args.count,
             top=args.top,
+            max_cpu_fraction=args.max_cpu,
         )
     except ValueError as exc:
         print(f"tj-monitor watch: error: {exc}", file=sys.stderr)

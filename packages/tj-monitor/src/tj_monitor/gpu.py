@@ -82,6 +82,7 @@ class NvmlReader:
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: list[Any] = []
+        self._tried = False
         self.reason: str | None = "nvml: not opened"
 
     @property
@@ -89,8 +90,10 @@ class NvmlReader:
         return self._nvml is not None
 
     def open(self) -> NvmlReader:
-        if self._nvml is not None:
+        """Load NVML once; a failure is remembered (a driver does not appear mid-run)."""
+        if self._nvml is not None or self._tried:
             return self
+        self._tried = True
         try:
             import pynvml
         except ImportError:
@@ -113,6 +116,7 @@ class NvmlReader:
                 self._nvml.nvmlShutdown()
         self._nvml = None
         self._handles = []
+        self._tried = False
         self.reason = "nvml: closed"
 
     def read(self, pids: Collection[int] = ()) -> tuple[tuple[NvmlDevice, ...], str | None]:

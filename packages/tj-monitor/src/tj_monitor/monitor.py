@@ -25,6 +25,7 @@ from tj_monitor.gpu import NvmlReader
 from tj_monitor.sample import Measure, MemorySample, format_bytes, read_sample, update_peaks
 from tj_monitor.system import memory_limit
 from tj_monitor.thresholds import ThresholdEvent, ThresholdGate, resolve_bytes
+from tj_monitor.tree import TreeSampler
 
 __all__ = ["MemoryMonitor", "MonitorConfig", "MonitorStats"]
 
@@ -39,9 +40,13 @@ class MonitorConfig:
     (x > 1). ``measure`` picks the number compared with them: ``"tree_pss"`` (this tree only),
     ``"system"`` (memory used against the limit, other processes included) or ``"pressure"``
     (the larger of the two; default, since the OOM killer looks at the whole container).
+    Every sample reads RSS and system counters (cheap); PSS/USS, which cost the kernel a walk
+    over every resident page, are re-read only as often as ``max_cpu_fraction`` of one core
+    allows and carried forward in between (see ``TreeSampler``).
     """
 
     interval_s: float = 1.0
+    max_cpu_fraction: float = 0.005
     pid: int | None = None
     warn: float = 0.75
     cleanup: float = 0.875
@@ -60,6 +65,8 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         if not self.interval_s > 0:
             raise ValueError(f"interval_s: must be > 0, got {self.interval_s!r}")
+        if not 0 < self.max_cpu_fraction <= 1:
+            raise ValueError(f"max_cpu_fraction: must be in (0, 1], got {self.max_cpu_fraction!r}")
         if self.measure not in get_args(Measure):
             raise ValueError(f"measure: expected one of {get_args(Measure)}, got {self.measure!r}")
         if self.history_size < 2:
@@ -81,7 +88,8 @@ class MonitorConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class MonitorStats:
-    """The monitor's own cost and health: samples taken, CPU seconds of the sampling thread."""
+    """The monitor's own cost and health: samples taken, CPU seconds of the sampling thread
+    (``pss_reads``/``pss_cpu_seconds``: the full PSS reads among them)."""
 
     samples: int
     cpu_seconds: float
@@ -90,6 +98,8 @@ class MonitorStats:
     skipped_processes: int
     warn_fired: int
     cleanup_fired: int
+    pss_reads: int
+    pss_cpu_seconds: float
 
 
 @dataclass
@@ -148,6 +158,7 @@ class MemoryMonitor:
         self._lock = threading.Lock()
         self._state = _State(history=SampleHistory(cfg.history_size))
         self._nvml = NvmlReader()
+        self._tree = TreeSampler(cfg.pid, max_cpu_fraction=cfg.max_cpu_fraction, clock=clock)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._started_at: float | None = None
@@ -176,12 +187,11 @@ class MemoryMonitor:
         return fn
 
     # ---- sampling -----------------------------------------------------------------------
-    def measure(self, *, per_process: bool = False) -> MemorySample:
+    def measure(self) -> MemorySample:
         """Take one reading without recording it (no history, no thresholds)."""
         cfg = self.config
         return read_sample(
-            pid=cfg.pid,
-            per_process=per_process,
+            tree=self._tree,
             cuda=cfg.cuda,
             nvml=self._nvml if cfg.nvml else None,
             cgroup_root=cfg.cgroup_root,
@@ -360,6 +370,8 @@ class MemoryMonitor:
                 skipped_processes=st.skipped,
                 warn_fired=self._warn.fired,
                 cleanup_fired=self._cleanup.fired,
+                pss_reads=self._tree.full_reads,
+                pss_cpu_seconds=self._tree.full_cpu_s,
             )
 
     def save(self, path: str | Path) -> Path:

@@ -39,8 +39,9 @@ def _num(v: float | None, key: str = "") -> str:
 
 def _group_table(title: str, rows: list[SeriesSummary]) -> Table:
     t = Table(title=title, title_justify="left", expand=False)
-    for col in ("metric", "n", "min", "max", "mean", "last", "last step", "NaN/inf"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+    t.add_column("metric", overflow="fold")
+    for col in ("n", "min", "max", "mean", "last", "last step", "NaN/inf"):
+        t.add_column(col, justify="right")
     for s in rows:
         bad = f"{s.nonfinite} (first at {s.first_nonfinite_step})" if s.nonfinite else ""
         t.add_row(
@@ -101,6 +102,10 @@ def render_summary(summary: RunSummary) -> Group:
     return Group(*parts)
 
 
+def _is_num(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _plot_metric(path: Path, run: RunData, keys: list[str], title: str, ylabel: str) -> Path:
     from matplotlib.figure import Figure
 
@@ -108,11 +113,15 @@ def _plot_metric(path: Path, run: RunData, keys: list[str], title: str, ylabel: 
     ax = fig.subplots()
     positive = True
     for key in keys:
-        pts = [(r["step"], r[key]) for r in run.metrics if isinstance(r.get(key), int | float)]
-        pts = [(s, float(v)) for s, v in pts if math.isfinite(float(v))]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=key)
-            positive = positive and min(p[1] for p in pts) > 0
+        pts = [(r["step"], float(r[key])) for r in run.metrics if _is_num(r.get(key))]
+        good = [(st, v) for st, v in pts if math.isfinite(v)]
+        if good:
+            marker = "o" if len(good) < 30 else None
+            ax.plot([p[0] for p in good], [p[1] for p in good], label=key, marker=marker)
+            positive = positive and min(p[1] for p in good) > 0
+        bad = [st for st, v in pts if not math.isfinite(v)]
+        if bad:
+            ax.axvline(bad[0], color="tab:red", linestyle=":", label=f"{key} first NaN/inf")
     if positive and title == "loss":
         ax.set_yscale("log")
     ax.set_xlabel("step")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from tj_monitor.gpu import CudaMemory, NvmlDevice, NvmlReader, read_cuda_memory
 from tj_monitor.system import SystemMemory, read_system_memory
-from tj_monitor.tree import TreeMemory, tree_memory
+from tj_monitor.tree import TreeMemory, TreeSampler
 
 __all__ = ["Measure", "MemorySample", "format_bytes", "read_sample", "update_peaks"]
 
@@ -45,8 +45,9 @@ class MemorySample:
     notes: tuple[str, ...] = ()
 
     def value(self, measure: Measure) -> int:
-        """The number thresholds compare: tree PSS, memory used against the limit, or the max."""
-        tree = self.tree.pss if self.tree is not None else 0
+        """The number thresholds compare: tree PSS (estimated while stale), memory used against
+        the limit, or the larger of the two."""
+        tree = self.tree.pss_estimate if self.tree is not None else 0
         if measure == "tree_pss":
             return tree
         if measure == "system":
@@ -59,6 +60,8 @@ class MemorySample:
         sys_d = d["system"]
         sys_d["used"] = self.system.used
         sys_d["container_used"] = self.system.container_used
+        if self.tree is not None:
+            d["tree"]["pss_estimate"] = self.tree.pss_estimate
         if self.system.cgroup is not None:
             sys_d["cgroup"]["working_set"] = self.system.cgroup.working_set
         return d
@@ -71,6 +74,8 @@ class MemorySample:
         t = self.tree
         row.update(
             tree_pss=t.pss if t else None,
+            tree_pss_age_s=t.pss_age_s if t else None,
+            tree_pss_estimate=t.pss_estimate if t else None,
             tree_uss=t.uss if t else None,
             tree_rss=t.rss if t else None,
             tree_swap=t.swap if t else None,
@@ -130,22 +135,20 @@ def update_peaks(peaks: dict[str, float], row: dict[str, float | int | None]) ->
 
 def read_sample(
     *,
-    pid: int | None,
-    tree: bool = True,
-    per_process: bool = False,
+    tree: TreeSampler | None,
     cuda: bool = True,
     nvml: NvmlReader | None = None,
     cgroup_root: Path = Path("/sys/fs/cgroup"),
     proc_cgroup: Path = Path("/proc/self/cgroup"),
     shm_path: Path = Path("/dev/shm"),
 ) -> MemorySample:
-    """Take one reading of the tree rooted at ``pid`` (this process when ``None``; no tree when
-    ``tree`` is False), the system, CUDA (if the host uses it) and NVML (if a reader is given).
+    """One reading of a process tree (``None``: system only), the system, CUDA (if the host uses
+    it) and NVML (if a reader is given).
 
-    Raises ``psutil.NoSuchProcess`` only when the root process does not exist.
+    Raises ``psutil.NoSuchProcess`` only when the tree's root process does not exist.
     """
     notes: list[str] = []
-    tree_mem = tree_memory(pid, per_process=per_process) if tree else None
+    tree_mem = tree.read() if tree is not None else None
     system = read_system_memory(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup, shm_path=shm_path)
     if system.cgroup is not None:
         notes.extend(system.cgroup.notes)

@@ -23,6 +23,7 @@ from rich.text import Text
 from tj_monitor.gpu import NvmlReader
 from tj_monitor.sample import MemorySample, format_bytes, read_sample, update_peaks
 from tj_monitor.thresholds import resolve_bytes
+from tj_monitor.tree import TreeSampler
 
 __all__ = ["WatchOptions", "render_sample", "watch"]
 
@@ -41,6 +42,7 @@ class WatchOptions:
     as_json: bool = False
     count: int | None = None
     top: int = 8
+    max_cpu_fraction: float = 0.05
 
     def __post_init__(self) -> None:
         if self.pid is not None and self.cmd:
@@ -49,6 +51,8 @@ class WatchOptions:
             raise ValueError(f"interval: must be > 0, got {self.interval_s}")
         if self.count is not None and self.count < 1:
             raise ValueError(f"count: must be >= 1, got {self.count}")
+        if not 0 < self.max_cpu_fraction <= 1:
+            raise ValueError(f"max-cpu: must be in (0, 1], got {self.max_cpu_fraction}")
         resolve_bytes(self.warn, 2**40, name="warn")
         resolve_bytes(self.cleanup, 2**40, name="cleanup")
 
@@ -90,13 +94,14 @@ def render_sample(
     grid.add_row("used vs limit", _bar(s.container_used, limit, lines))
     if sample.tree is not None:
         t = sample.tree
-        grid.add_row("tree PSS", _bar(t.pss, limit, lines))
+        grid.add_row("tree PSS", _bar(t.pss_estimate, limit, lines))
         grid.add_row(
             "",
             Text(
                 f"USS {format_bytes(t.uss)}  RSS {format_bytes(t.rss)} (counts shared pages per "
                 f"process)  swap {format_bytes(t.swap)}  processes {t.processes}"
-                + (f"  skipped {t.skipped}" if t.skipped else ""),
+                + (f"  skipped {t.skipped}" if t.skipped else "")
+                + (f"  PSS read {t.pss_age_s:.1f} s ago" if t.pss_age_s else ""),
                 style="dim",
             ),
         )
@@ -185,13 +190,14 @@ def watch(opts: WatchOptions, *, console: Console | None = None) -> int:
     title = f"tj-monitor: {' '.join(opts.cmd) if opts.cmd else f'pid {pid}' if pid else 'system'}"
     peaks: dict[str, float] = {}
     refreshes = 0
+    sampler = None
+    if pid is not None:
+        sampler = TreeSampler(pid, per_process=True, max_cpu_fraction=opts.max_cpu_fraction)
     with NvmlReader() as nvml:
 
         def take() -> MemorySample | None:
             try:
-                return read_sample(
-                    pid=pid, tree=pid is not None, per_process=True, cuda=False, nvml=nvml
-                )
+                return read_sample(tree=sampler, cuda=False, nvml=nvml)
             except psutil.NoSuchProcess:
                 return None
 
