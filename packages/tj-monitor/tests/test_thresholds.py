@@ -1,10 +1,9 @@
-"""Threshold gates, callbacks and shrinkers, driven by real allocations in this process."""
+"""Threshold gates, callbacks and shrinkers, driven by real allocations in a worker process."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from tj_monitor import MemoryMonitor, MonitorConfig, ThresholdEvent, ThresholdGate
@@ -13,21 +12,22 @@ from tj_monitor.thresholds import resolve_bytes
 MiB = 2**20
 
 
-def _alloc(mib: int) -> np.ndarray:
-    return np.ones(mib * MiB // 8)  # writes every page: counted in PSS at once
-
-
 class Cache:
-    """A stand-in for a tj-data cache: ``shrink(nbytes)`` drops entries, returns bytes freed."""
+    """A stand-in for a tj-data cache living in the worker: ``shrink(nbytes)`` drops it."""
 
-    def __init__(self) -> None:
-        self.items: list[np.ndarray] = []
+    def __init__(self, tree) -> None:
+        self.tree = tree
+        self.held_mib = 0
         self.calls: list[int] = []
+
+    def fill(self, mib: int) -> None:
+        assert self.tree.send(f"alloc cache {mib}") == "ok"
+        self.held_mib = mib
 
     def shrink(self, nbytes: int) -> int | None:
         self.calls.append(nbytes)
-        freed = sum(a.nbytes for a in self.items)
-        self.items.clear()
+        assert self.tree.send("free cache") == "ok"
+        freed, self.held_mib = self.held_mib * MiB, 0
         return freed
 
 
@@ -65,56 +65,50 @@ def test_gate_rejects_bad_config() -> None:
         ThresholdGate(level="warn", threshold=0, hysteresis=0)
 
 
-def test_monitor_callbacks_and_shrinker_on_real_allocations() -> None:
-    probe = MemoryMonitor(MonitorConfig(measure="tree_pss", nvml=False, max_cpu_fraction=1.0))
-    base = probe.measure().tree.pss
+def test_monitor_callbacks_and_shrinker_on_real_allocations(worker_tree) -> None:
+    root = worker_tree.root.pid
+    fresh = dict(pid=root, measure="tree_pss", nvml=False, max_cpu_fraction=1.0)  # PSS every time
+    base = MemoryMonitor(MonitorConfig(**fresh)).measure().tree.pss
     cfg = MonitorConfig(
-        measure="tree_pss",
+        **fresh,
         warn=base + 60 * MiB,
         cleanup=base + 200 * MiB,
         hysteresis=40 * MiB,
         min_callback_interval_s=0,
-        nvml=False,
-        max_cpu_fraction=1.0,  # fresh PSS on every sample
     )
     warns: list[ThresholdEvent] = []
     cleanups: list[ThresholdEvent] = []
     mon = MemoryMonitor(cfg, on_warn=warns.append)
     mon.on_cleanup(cleanups.append)
-    cache = Cache()
+    cache = Cache(worker_tree)
     assert mon.register_shrinker(cache.shrink) == cache.shrink
+
+    def at(cmd: str) -> None:
+        assert worker_tree.send(cmd) == "ok"
+        mon.sample()
 
     mon.sample()
     assert not warns
-    a = _alloc(100)  # +100: warn
-    mon.sample()
+    at("alloc a 100")  # +100: warn
     assert len(warns) == 1 and warns[0].value >= warns[0].threshold
-    del a
-    a = _alloc(70)  # +70: dips below the line but not below the re-arm line (+20)
-    mon.sample()
-    del a
-    a = _alloc(100)  # +100 again: still the same crossing
-    mon.sample()
+    at("alloc a 70")  # +70: below the line, not below the re-arm line (+20)
+    at("alloc a 100")  # +100 again: still the same crossing
     assert len(warns) == 1
-    cache.items.append(_alloc(150))  # +250: cleanup
-    mon.sample()
+    cache.fill(150)
+    mon.sample()  # +250: cleanup, whose shrinker frees the cache
     assert len(cleanups) == 1 and len(warns) == 1
     assert len(cache.calls) == 1
-    assert 50 * MiB <= cache.calls[0] <= 130 * MiB  # value - (cleanup - hysteresis)
-    assert not cache.items
+    assert 60 * MiB <= cache.calls[0] <= 120 * MiB  # value - (cleanup - hysteresis)
     report = mon.last_cleanup
     assert report is not None and report.shrinkers_called == 1
     assert report.freed_reported == 150 * MiB
     mon.sample()  # back to +100: cleanup re-armed, warn not yet
-    del a
-    mon.sample()  # +0: warn re-armed
-    a = _alloc(100)
-    mon.sample()
+    at("free a")  # +0: warn re-armed
+    at("alloc a 100")  # a new crossing
     assert len(warns) == 2 and len(cleanups) == 1
     st = mon.stats
     assert (st.warn_fired, st.cleanup_fired, st.errors) == (2, 1, 0)
     assert [e.level for e in mon.events] == ["warn", "cleanup", "warn"]
-    del a
 
 
 def test_failing_callbacks_and_shrinkers_never_reach_the_host() -> None:

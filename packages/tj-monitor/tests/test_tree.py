@@ -15,56 +15,25 @@ from tj_monitor import TreeSampler, measure_processes, tree_memory
 
 MiB = 2**20
 
-# Child: import numpy, report ready, wait; on "alloc" touch 300 MiB; on "exit" leave.
-CHILD = """
-import sys
-import numpy as np
-print("ready", flush=True)
-held = None
-for line in sys.stdin:
-    cmd = line.strip()
-    if cmd == "alloc":
-        held = np.ones(300 * 2**20 // 8)   # np.ones writes every page
-        print("allocated", flush=True)
-    elif cmd == "exit":
-        break
-"""
+
+def _settled_pss(pid: int) -> int:
+    """Median of three readings (the kernel's page accounting moves a little between reads)."""
+    return sorted(tree_memory(pid).pss for _ in range(3))[1]
 
 
-def _send(proc: subprocess.Popen[str], cmd: str, expect: str) -> None:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(cmd + "\n")
-    proc.stdin.flush()
-    assert proc.stdout.readline().strip() == expect
-
-
-def _settled_pss() -> int:
-    """Median of three readings: the test process itself allocates a little between reads."""
-    values = sorted(tree_memory().pss for _ in range(3))
-    return values[1]
-
-
-def test_child_allocation_shows_in_tree_pss_and_leaves_with_it() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        before = tree_memory()
-        assert before.processes >= 2 and proc.pid in before.pids
-        base = _settled_pss()
-        _send(proc, "alloc", "allocated")
-        grown = _settled_pss()
-        delta = grown - base
-        assert abs(delta - 300 * MiB) <= 0.10 * 300 * MiB, f"PSS delta {delta / MiB:.1f} MiB"
-        _send(proc, "exit", "")
-        proc.wait(timeout=30)
-        after = _settled_pss()
-        assert after < grown - 250 * MiB, f"PSS after exit {after / MiB:.0f} MiB"
-    finally:
-        proc.kill()
-        proc.wait()
+def test_child_allocation_shows_in_tree_pss_and_leaves_with_it(worker_tree) -> None:
+    root = worker_tree.root.pid
+    before = tree_memory(root)
+    assert before.processes == 2 and before.pids[0] == root  # root + its worker
+    base = _settled_pss(root)
+    assert worker_tree.send("alloc a 300") == "ok"
+    grown = _settled_pss(root)
+    delta = grown - base
+    assert abs(delta - 300 * MiB) <= 0.10 * 300 * MiB, f"PSS delta {delta / MiB:.1f} MiB"
+    assert worker_tree.send("exit") == "worker-exited"
+    after = tree_memory(root)
+    assert after.processes == 1
+    assert after.pss < grown - 300 * MiB, f"PSS after exit {after.pss / MiB:.0f} MiB"
 
 
 def test_forked_reader_of_shared_mmap_has_tiny_uss_but_full_rss(tmp_path) -> None:
@@ -137,21 +106,21 @@ def test_missing_root_raises_no_such_process() -> None:
         tree_memory(proc.pid)
 
 
-def test_sampler_carries_pss_within_its_cpu_budget_and_estimates_growth() -> None:
+def test_sampler_carries_pss_within_its_cpu_budget_and_estimates_growth(worker_tree) -> None:
     now = [0.0]
-    sampler = TreeSampler(max_cpu_fraction=0.001, clock=lambda: now[0])
+    root = worker_tree.root.pid
+    sampler = TreeSampler(root, max_cpu_fraction=0.001, clock=lambda: now[0])
     first = sampler.read()
     assert first.pss_age_s == 0.0 and first.rss_at_pss is None and sampler.full_reads == 1
-    held = bytearray(b"x" * (100 * MiB))  # written: 100 MiB of new private pages
-    now[0] = 0.5  # well inside the budget window (a full read costs >= 1 ms -> >= 1 s wait)
+    assert worker_tree.send("alloc a 100") == "ok"
+    now[0] = 0.5  # inside the budget window (a full read costs >= 1 ms -> >= 1 s wait)
     carried = sampler.read()
     assert sampler.full_reads == 1 and carried.pss_age_s == 0.5
     assert carried.pss == first.pss and carried.rss_at_pss == first.rss
-    assert abs(carried.pss_estimate - first.pss - 100 * MiB) < 15 * MiB
+    assert abs(carried.pss_estimate - first.pss - 100 * MiB) < 10 * MiB
     now[0] = 1e6  # budget window over: PSS is read again
     fresh = sampler.read()
     assert sampler.full_reads == 2 and fresh.pss_age_s == 0.0
-    assert abs(fresh.pss - first.pss - 100 * MiB) < 15 * MiB
-    del held
+    assert abs(fresh.pss - first.pss - 100 * MiB) < 10 * MiB
     with pytest.raises(ValueError, match="max_cpu_fraction"):
         TreeSampler(max_cpu_fraction=0)
