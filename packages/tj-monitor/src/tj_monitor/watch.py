@@ -201,16 +201,14 @@ def watch(opts: WatchOptions, *, console: Console | None = None) -> int:
             except psutil.NoSuchProcess:
                 return None
 
-        def done() -> bool:
-            if child is not None and child.poll() is not None:
-                return True
-            return opts.count is not None and refreshes >= opts.count
+        def exited() -> bool:  # checked before sampling: an unreaped child reads as empty
+            return child is not None and child.poll() is not None
 
         live = None if opts.as_json or opts.once else Live(console=console, auto_refresh=False)
         try:
             if live is not None:
                 live.start()
-            while True:
+            while not exited():
                 sample = take()
                 if sample is None:
                     console.print(f"tj-monitor watch: process {pid} exited", markup=False)
@@ -227,7 +225,7 @@ def watch(opts: WatchOptions, *, console: Console | None = None) -> int:
                     live.update(
                         render_sample(sample, lines, title=title, top=opts.top), refresh=True
                     )
-                if opts.once or done():
+                if opts.once or (opts.count is not None and refreshes >= opts.count):
                     break
                 time.sleep(opts.interval_s)
         except KeyboardInterrupt:
