@@ -79,7 +79,8 @@ def test_degraded_parts_are_notes_not_errors(tmp_path: Path) -> None:
     s = mon.sample()
     notes = " ".join(s.notes)
     assert s.system.cgroup is None and s.system.shm_used is None
-    assert "cgroup" in notes and "nvml:" in notes  # no driver on this machine, or none needed
+    assert "cgroup" in notes
+    assert s.nvml or "nvml:" in notes  # GPUs from NVML, or the reason they are missing
     import torch  # imported by the host: CUDA stats are read only if CUDA is initialised
 
     s2 = mon.measure()
