@@ -2,7 +2,8 @@
 
 Order: ``gc.collect()`` (cycles held by dead objects), ``malloc_trim(0)`` (glibc keeps freed
 heap in the process, so PSS would not drop without it), ``torch.cuda.empty_cache()`` when the
-host initialised CUDA, then shrinkers in registration order until they report enough freed.
+host initialised CUDA, then every shrinker in registration order, each asked for the bytes still
+needed after what the earlier ones reported freeing (0 once they covered the request).
 A shrinker is any ``fn(nbytes) -> int | None`` (every tj-data cache's ``shrink``).
 """
 
@@ -64,7 +65,8 @@ class Cleaner:
             self._shrinkers = [s for s in self._shrinkers if s != fn]
 
     def run(self, nbytes: int) -> CleanupReport:
-        """gc, malloc_trim, CUDA cache, then shrinkers until they report ``nbytes`` freed."""
+        """gc, malloc_trim, CUDA cache, then every shrinker, each asked for the bytes still
+        needed after the earlier ones' reports (0 once they covered ``nbytes``)."""
         collected = gc.collect()
         trimmed = self._trim()
         emptied = False
@@ -79,9 +81,7 @@ class Cleaner:
         remaining, freed, called, errors = nbytes, 0, 0, 0
         with self._lock:
             shrinkers = list(self._shrinkers)
-        for fn in shrinkers:
-            if remaining <= 0 and called:
-                break
+        for fn in shrinkers:  # every one runs; each is asked for what is still needed
             called += 1
             try:
                 got = fn(max(remaining, 0))
