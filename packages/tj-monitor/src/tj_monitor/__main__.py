@@ -1,0 +1,3 @@
+from tj_monitor.cli import main
+
+raise SystemExit(main())
