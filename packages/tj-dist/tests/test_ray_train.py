@@ -4,7 +4,9 @@ TorchTrainer with 2 CPU workers on a local Ray instance started (and shut down) 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,17 +36,22 @@ def local_ray(monkeypatch: pytest.MonkeyPatch):
     # bytecode). The workers here are local and share this interpreter. Ray reads the
     # RAY_ENABLE_UV_RUN_RUNTIME_ENV variable once at import, so the flag is switched off directly.
     monkeypatch.setattr(ray._private.ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)
+    # Ray's session files (logs, sockets) go to a short private dir removed afterwards: pytest's
+    # tmp_path is too long for the unix-socket paths Ray creates inside it
+    temp_dir = tempfile.mkdtemp(prefix="tjray")
     ray.init(
         num_cpus=2,
         object_store_memory=80 * 2**20,
         include_dashboard=False,
         log_to_driver=False,
         configure_logging=False,
+        _temp_dir=temp_dir,
     )
     try:
         yield
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow
