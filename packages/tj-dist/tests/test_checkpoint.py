@@ -169,10 +169,18 @@ def test_resume_in_a_fresh_process_reproduces_the_uninterrupted_run(tmp_path: Pa
     """Run A trains 2N steps and checkpoints at N; run B, a new process, loads that checkpoint
     and trains to 2N. Dropout, data sampling (python/numpy/torch RNG + a stateful sampler),
     AdamW, StepLR, the fp16 GradScaler and the accumulator must all resume exactly."""
+    from _tjdist_workers import train_cli
+
     n = 6
     ckpt, out_a, out_b = tmp_path / "ckpt", tmp_path / "a.pt", tmp_path / "b.pt"
+    # run A here (one process start fewer), leaving this process's threads and RNGs as they were
+    threads, rng = torch.get_num_threads(), tj_dist.capture_rng_state()
+    try:
+        train_cli(str(ckpt), 2 * n, str(out_a), resume=False, save_at=n)
+    finally:
+        torch.set_num_threads(threads)
+        tj_dist.restore_rng_state(rng)
     common = [sys.executable, str(WORKERS), "train", "--ckpt-dir", str(ckpt), "--steps", str(2 * n)]
-    subprocess.run([*common, "--out", str(out_a), "--save-at", str(n)], check=True, timeout=200)
     subprocess.run([*common, "--out", str(out_b), "--resume"], check=True, timeout=200)
     a = torch.load(out_a, weights_only=True)
     b = torch.load(out_b, weights_only=True)

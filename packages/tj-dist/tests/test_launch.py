@@ -22,6 +22,18 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _spawned_children() -> list[psutil.Process]:
+    """Live (non-zombie) multiprocessing-spawned children of this test process."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def _pids(pid_dir: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(pid_dir.glob("*.pid"))]
 
@@ -39,6 +51,7 @@ def test_rank_that_raises_fails_fast_with_its_traceback(tmp_path: Path) -> None:
     pids = _pids(tmp_path)
     assert len(pids) == 2
     assert all(_gone(pid) for pid in pids), "a rank outlived launch_local"
+    assert not _spawned_children()
 
 
 @pytest.mark.timeout(120)
@@ -47,9 +60,14 @@ def test_rank_killed_by_signal_does_not_hang_the_others(tmp_path: Path) -> None:
         tj_dist.launch_local(die_on_rank_one, 2, str(tmp_path), backend="gloo")
     assert info.value.exitcode == -9
     assert all(_gone(pid) for pid in _pids(tmp_path))
-    assert not [
-        c for c in psutil.Process().children(recursive=True) if "tj-dist" in " ".join(c.cmdline())
-    ]
+    assert not _spawned_children()
+
+
+@pytest.mark.timeout(120)
+def test_join_timeout_stops_a_hung_run() -> None:
+    with pytest.raises(TimeoutError, match=r"ranks \[0\] still running after 1.0 s"):
+        tj_dist.launch_local(time.sleep, 1, 600, backend="gloo", join_timeout=1.0)
+    assert not _spawned_children()
 
 
 def test_launch_local_refuses_bad_arguments() -> None:

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 TERMINATE_GRACE_S = 3.0
 # after the first failure, how long to collect the others before choosing the root cause
 FAILURE_GRACE_S = 1.0
+# after every rank reported its result, how long their group teardown may take
+EXIT_GRACE_S = 30.0
 
 
 class RankFailedError(RuntimeError):
@@ -216,9 +218,17 @@ def _supervise(procs: list[Any], conns: list[Connection], join_timeout: float | 
     failed_at: float | None = None
     open_conns = dict(enumerate(conns))
     running = dict(enumerate(procs))
+    all_done_at: float | None = None
     while running:
         now = time.monotonic()
-        limits = [t - now for t in (deadline, failed_at and failed_at + FAILURE_GRACE_S) if t]
+        if all_done_at is None and len(results) == len(procs):
+            all_done_at = now  # every result is in: a rank stuck in teardown is not waited on
+        ends = (
+            deadline,
+            failed_at and failed_at + FAILURE_GRACE_S,
+            all_done_at and all_done_at + EXIT_GRACE_S,
+        )
+        limits = [t - now for t in ends if t]
         if limits and min(limits) <= 0:
             break
         handles = [*open_conns.values(), *(p.sentinel for p in running.values())]
@@ -254,7 +264,13 @@ def _supervise(procs: list[Any], conns: list[Connection], join_timeout: float | 
         if cause is not None:
             raise error from cause
         raise error
-    if running:
+    if running and len(results) == len(procs):
+        log.warning(
+            "ranks %s returned but did not exit within %s s; killing them",
+            sorted(running),
+            EXIT_GRACE_S,
+        )
+    elif running:
         raise TimeoutError(
             f"launch_local: ranks {sorted(running)} still running after {join_timeout} s"
         )

@@ -151,7 +151,6 @@ def init_distributed(
     timeout: timedelta = DEFAULT_TIMEOUT,
     env: EnvironmentInfo | None = None,
     smoke_test: bool | Callable[[torch.device, int], None] | None = None,
-    environ: Mapping[str, str] | None = None,
 ) -> DistInfo:
     """Join (or skip) the process group described by torchrun's environment variables.
 
@@ -165,7 +164,7 @@ def init_distributed(
         log.debug("process group already initialised; init_distributed is a no-op")
         return _info_from_existing_group()
     resolved = _resolve_backend(backend)
-    launch = _launch_vars(os.environ if environ is None else environ)
+    launch = _launch_vars(os.environ)  # the same variables the env:// rendezvous below reads
     if launch is None:
         device = _device_for(None, 0)
         log.info("no launcher variables (WORLD_SIZE, RANK): single process on %s", device)
@@ -189,8 +188,10 @@ def init_distributed(
     log.info("rank %d/%d joined a %s group on %s", rank, world_size, resolved, device)
     fallback_reason = None
     if smoke_test is None:
-        environment = env if env is not None else detect_environment(probe_gpus=False)
-        run_smoke = resolved == "nccl" and environment.wsl2
+        run_smoke = (
+            resolved == "nccl"
+            and (env if env is not None else detect_environment(probe_gpus=False)).wsl2
+        )
     else:
         run_smoke = bool(smoke_test)
     if run_smoke:
