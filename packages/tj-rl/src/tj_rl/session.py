@@ -1,0 +1,183 @@
+"""One SUMO episode: start, subscriptions, timed light states, reads, SUMO counters, metrics, cleanup.
+
+All per-vehicle reads go through a context subscription around each controlled light (vehicle
+variables within the observation radius) and all lane reads through variable subscriptions, so one
+``simulationStep`` call returns everything the env needs: no per-vehicle getter loops. Any backend
+failure surfaces as ``SumoDiedError``; ``close`` (idempotent) always removes the episode's temp dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import traci.constants as tc
+
+from tj_rl.backends import SumoBackend
+from tj_rl.errors import ScenarioError, SumoDiedError
+from tj_rl.features import VEHICLE_VARS, VehicleFrame, frame_from_subscription
+from tj_rl.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
+from tj_rl.rewards import LaneStats
+from tj_rl.scenario import Scenario
+from tj_rl.shield import derive_program
+from tj_rl.topology import LightTopology, NetTopology
+
+__all__ = ["COUNTERS", "SumoSession"]
+
+LANE_VARS = (tc.LAST_STEP_VEHICLE_NUMBER, tc.LAST_STEP_VEHICLE_HALTING_NUMBER, tc.VAR_WAITING_TIME)
+# SUMO's cumulative counters (simulation.getParameter("", "stats.<key>")), read once per decision.
+COUNTERS: dict[str, str] = {
+    "inserted": "vehicles.inserted",
+    "running": "vehicles.running",
+    "waiting_to_insert": "vehicles.waiting",
+    "teleports": "teleports.total",
+    "collisions": "safety.collisions",
+    "emergency_braking": "safety.emergencyBraking",
+    "emergency_stops": "safety.emergencyStops",
+}
+
+
+class SumoSession:
+    """A started simulation of ``scenario`` controlled through ``backend``."""
+
+    def __init__(
+        self,
+        backend: SumoBackend,
+        scenario: Scenario,
+        topology: NetTopology,
+        *,
+        obs_radius: float,
+        metrics: bool,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.backend = backend
+        self.scenario = scenario
+        self.topology = topology
+        self.obs_radius = obs_radius
+        self.metrics = metrics
+        self.extra_args = extra_args
+        self.workdir: Path | None = None
+        self.lanes = tuple(
+            dict.fromkeys(x for lt in topology.lights for x in (*lt.in_lanes, *lt.out_lanes))
+        )
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        if not self.backend.running:
+            raise SumoDiedError(f"{what}: no running simulation")
+        try:
+            yield
+        except SumoDiedError:
+            raise
+        except self.backend.fatal_errors as exc:
+            raise SumoDiedError(
+                f"{self.backend.name}: {what} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def start(self, seed: int) -> float:
+        """Start SUMO, subscribe, check the live programs; return the start time."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="tj-rl-episode-"))
+        args = self.scenario.sumo_args(seed=seed) + list(self.extra_args)
+        if self.metrics:
+            args += metrics_args(self.workdir)
+        try:
+            self.backend.start(args, workdir=self.workdir)
+            with self._guard("subscribe"):
+                conn = self.backend.conn
+                for light in self.topology.lights:
+                    conn.junction.subscribeContext(
+                        light.junction_id,
+                        tc.CMD_GET_VEHICLE_VARIABLE,
+                        self.obs_radius + light.radius_pad,
+                        VEHICLE_VARS,
+                    )
+                    self._check_program(light)
+                for lane in self.lanes:
+                    conn.lane.subscribe(lane, LANE_VARS)
+                return float(conn.simulation.getTime())
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_program(self, light: LightTopology) -> None:
+        """The program SUMO runs must have the green phases read from the files."""
+        conn = self.backend.conn
+        program_id = conn.trafficlight.getProgram(light.tls_id)
+        logic = next(
+            (
+                lg
+                for lg in conn.trafficlight.getAllProgramLogics(light.tls_id)
+                if lg.programID == program_id
+            ),
+            None,
+        )
+        if logic is None:
+            return
+        live = derive_program(
+            light.tls_id,
+            [(p.state, p.duration) for p in logic.phases],
+            yellow_time=0,
+            all_red_time=0,
+        )
+        if live.greens != light.program.greens:
+            raise ScenarioError(
+                f"traffic light {light.tls_id!r}: SUMO runs program {program_id!r} with greens "
+                f"{live.greens}, but the scenario files give {light.program.greens}"
+            )
+
+    @property
+    def time(self) -> float:
+        with self._guard("getTime"):
+            return float(self.backend.conn.simulation.getTime())
+
+    def set_state(self, tls_id: str, state: str) -> None:
+        with self._guard(f"setRedYellowGreenState({tls_id})"):
+            self.backend.conn.trafficlight.setRedYellowGreenState(tls_id, state)
+
+    def step_to(self, t: float) -> None:
+        with self._guard(f"simulationStep({t:g})"):
+            self.backend.conn.simulationStep(t)
+
+    def light_state(self, tls_id: str) -> str:
+        with self._guard(f"getRedYellowGreenState({tls_id})"):
+            return str(self.backend.conn.trafficlight.getRedYellowGreenState(tls_id))
+
+    def read_light(self, light: LightTopology) -> tuple[VehicleFrame, LaneStats]:
+        """Vehicles and lane aggregates of ``light`` from the last step's subscription results."""
+        with self._guard(f"subscription results of {light.tls_id}"):
+            conn = self.backend.conn
+            vehicles = conn.junction.getContextSubscriptionResults(light.junction_id) or {}
+            lane_rows = [
+                conn.lane.getSubscriptionResults(x) for x in (*light.in_lanes, *light.out_lanes)
+            ]
+        frame = frame_from_subscription(vehicles, light.lane_table)
+        a = np.array([[r.get(v, 0.0) for v in LANE_VARS] for r in lane_rows], dtype=np.float32)
+        a = a.reshape(len(lane_rows), len(LANE_VARS))
+        return frame, LaneStats(count=a[:, 0], halting=a[:, 1], waiting=a[:, 2])
+
+    def counters(self) -> dict[str, float]:
+        """SUMO's cumulative counters (inserted, running, teleports, collisions, ...)."""
+        with self._guard("statistics counters"):
+            get = self.backend.conn.simulation.getParameter
+            return {name: float(get("", f"stats.{key}")) for name, key in COUNTERS.items()}
+
+    def finish(self, *, mean_queue: float, vetoes: int) -> EpisodeMetrics | None:
+        """Close SUMO (flushing its outputs), parse the metrics, remove the temp dir."""
+        try:
+            self.backend.close()
+            if self.metrics and self.workdir is not None:
+                return parse_episode_metrics(self.workdir, mean_queue=mean_queue, vetoes=vetoes)
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop SUMO if running and delete the episode directory. Safe to call again."""
+        self.backend.close()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
