@@ -21,7 +21,9 @@ import itertools
 import logging
 import os
 import subprocess
+import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +56,21 @@ def _tail(path: Path, limit: int = 4000) -> str:
     except OSError:
         return ""
     return text[-limit:].strip()
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Send this process's fd 2 (where in-process SUMO writes its errors) to ``path`` for a while."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class SumoBackend(ABC):
@@ -119,15 +136,16 @@ class LibsumoBackend(SumoBackend):
                 "allows one per process. Close the other env first, run each env in its own "
                 "process, or use backend='traci'."
             )
-        errlog = workdir / "sumo-errors.log"
-        cmd = [sumo_binary("sumo"), *BASE_ARGS, "--error-log", str(errlog), *args]
+        errlog = workdir / "sumo-stderr.log"
+        cmd = [sumo_binary("sumo"), *BASE_ARGS, *args]
         try:
-            self._lib.start(cmd)
+            with _stderr_to(errlog):
+                self._lib.start(cmd)
         except (self._lib.TraCIException, self._lib.FatalTraCIError) as exc:
             with contextlib.suppress(Exception):
                 self._lib.close()
             raise SumoStartError(
-                f"SUMO (libsumo) refused the scenario: {exc}\nSUMO error log:\n{_tail(errlog)}"
+                f"SUMO (libsumo) refused the scenario: {exc}\nSUMO stderr:\n{_tail(errlog)}"
             ) from exc
         self.conn = self._lib
 

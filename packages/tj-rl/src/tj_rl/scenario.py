@@ -8,20 +8,29 @@ here with the file's name rather than deep inside SUMO.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from tj_rl.errors import ScenarioError
 
-__all__ = ["Scenario"]
+__all__ = ["Scenario", "open_xml"]
 
-_ROOTS = {
+_ROOTS: dict[str, tuple[str, ...] | None] = {
     "net": ("net",),
-    "route": ("routes",),
-    "additional": ("additional", "add", "routes"),
+    "route": ("routes", "additional"),
+    "additional": None,  # SUMO reads any root here (<additional>, <tlLogics>, <routes>, ...)
     "sumocfg": ("configuration", "sumoConfiguration"),
 }
+
+
+def open_xml(path: Path) -> IO[bytes]:
+    """Plain or gzip-compressed XML (SUMO reads ``.xml.gz`` transparently)."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def _check_xml(path: Path, kind: str) -> None:
@@ -31,17 +40,18 @@ def _check_xml(path: Path, kind: str) -> None:
     try:
         # Full parse of the start only: the root element and its first children. SUMO re-parses
         # the whole file on start and its stderr is included in the error when it refuses it.
-        for event, elem in ET.iterparse(path, events=("start",)):
-            if elem.tag not in _ROOTS[kind]:
-                raise ScenarioError(
-                    f"{kind} file {path}: root element <{elem.tag}>, expected "
-                    + " or ".join(f"<{r}>" for r in _ROOTS[kind])
-                )
-            del event
-            break
-        else:
-            raise ScenarioError(f"{kind} file {path}: empty document")
-    except ET.ParseError as exc:
+        roots = _ROOTS[kind]
+        with open_xml(path) as stream:
+            for _event, elem in ET.iterparse(stream, events=("start",)):
+                if roots is not None and elem.tag not in roots:
+                    raise ScenarioError(
+                        f"{kind} file {path}: root element <{elem.tag}>, expected "
+                        + " or ".join(f"<{r}>" for r in roots)
+                    )
+                break
+            else:
+                raise ScenarioError(f"{kind} file {path}: empty document")
+    except (ET.ParseError, OSError, EOFError) as exc:
         raise ScenarioError(f"{kind} file {path}: malformed XML ({exc})") from exc
 
 

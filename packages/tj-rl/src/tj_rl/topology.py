@@ -12,20 +12,23 @@ take the movement of their incoming lane. Vehicles on other lanes are not part o
 
 from __future__ import annotations
 
+import logging
 import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import sumolib
 
 from tj_rl.errors import ScenarioError
-from tj_rl.scenario import Scenario
+from tj_rl.scenario import Scenario, open_xml
 from tj_rl.shield import PhaseProgram, derive_program
 
 __all__ = ["LightTopology", "NetTopology", "read_topology"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,13 +63,18 @@ class LightTopology:
         idx_in = {lane: i for i, lane in enumerate(self.in_lanes)}
         idx_out = {lane: i for i, lane in enumerate(self.out_lanes)}
         for k, (a, b, _) in enumerate(self.links):
-            m[self.green_links[:, k], idx_in[a], idx_out[b]] = True
+            if a:  # empty: an index that controls no vehicle connection (e.g. a crossing)
+                m[self.green_links[:, k], idx_in[a], idx_out[b]] = True
         return m
 
 
 @dataclass(frozen=True, kw_only=True)
 class NetTopology:
+    """The controlled lights; ``skipped`` maps lights left uncontrolled (no program, no green,
+    no vehicle link) to the reason, when the scenario did not name its lights explicitly."""
+
     lights: tuple[LightTopology, ...]
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def tls_ids(self) -> tuple[str, ...]:
@@ -94,7 +102,7 @@ def _programs(
             progs[tls.getID()] = [(p.state, float(p.duration)) for p in last.getPhases()]
     for path in additional:
         try:
-            for _, elem in ET.iterparse(path, events=("end",)):
+            for _, elem in ET.iterparse(open_xml(path), events=("end",)):
                 if elem.tag == "tlLogic":
                     phases = [
                         (p.attrib["state"], float(p.attrib.get("duration", 0)))
@@ -138,6 +146,8 @@ def _lane_table(
     in_idx = {lane: i for i, lane in enumerate(in_lanes)}
     out_offset: dict[str, float] = {}
     for a, b, via in links:
+        if not a:
+            continue
         walk, offset = via, 0.0
         while walk and walk.startswith(":"):
             if walk not in table:
@@ -183,13 +193,11 @@ def _light(
         conn = next((c for c in in_lane.getOutgoing() if c.getToLane() is out_lane), None)
         via = conn.getViaLaneID() if conn is not None else ""
         links[index] = (in_lane.getID(), out_lane.getID(), via or "")
-    if any(not a for a, _, _ in links):
-        missing = [i for i, (a, _, _) in enumerate(links) if not a]
-        raise ScenarioError(
-            f"traffic light {tls_id!r}: link indices {missing} control no connection"
-        )
-    in_lanes = tuple(dict.fromkeys(a for a, _, _ in links))
-    out_lanes = tuple(dict.fromkeys(b for _, b, _ in links))
+    vehicle_links = [lk for lk in links if lk[0]]  # others: crossings, unused indices
+    if not vehicle_links:
+        raise ScenarioError(f"traffic light {tls_id!r}: controls no vehicle connection")
+    in_lanes = tuple(dict.fromkeys(a for a, _, _ in vehicle_links))
+    out_lanes = tuple(dict.fromkeys(b for _, b, _ in vehicle_links))
     nodes = {net.getLane(a).getEdge().getToNode() for a in in_lanes}
     coords = np.array([n.getCoord()[:2] for n in nodes], dtype=np.float64)
     centre = coords.mean(axis=0)
@@ -214,7 +222,7 @@ def _light(
         lane_speed=np.array([x.getSpeed() for x in lanes], dtype=np.float32),
         lane_table=_lane_table(net, in_lanes, out_lanes, links, reach),
         green_links=green,
-        movement_pairs=tuple(dict.fromkeys((in_idx[a], out_idx[b]) for a, b, _ in links)),
+        movement_pairs=tuple(dict.fromkeys((in_idx[a], out_idx[b]) for a, b, _ in vehicle_links)),
     )
 
 
@@ -234,18 +242,31 @@ def read_topology(
             f"traffic light id(s) {unknown} not in net file {scenario.net_file} "
             f"(it has {sorted(tls_by_id)[:20]}{'...' if len(tls_by_id) > 20 else ''})"
         )
-    lights = []
+    lights, skipped = [], {}
     for tls_id in wanted:
-        if tls_id not in progs:
-            raise ScenarioError(f"traffic light {tls_id!r} in {scenario.net_file}: no program")
-        lights.append(
-            _light(
-                net,
-                tls_by_id[tls_id],
-                progs[tls_id],
-                yellow=yellow_time,
-                all_red=all_red_time,
-                reach=reach,
+        try:
+            if tls_id not in progs:
+                raise ScenarioError(f"traffic light {tls_id!r} in {scenario.net_file}: no program")
+            lights.append(
+                _light(
+                    net,
+                    tls_by_id[tls_id],
+                    progs[tls_id],
+                    yellow=yellow_time,
+                    all_red=all_red_time,
+                    reach=reach,
+                )
             )
+        except ScenarioError as exc:
+            if scenario.tls_ids is not None:  # asked for by id: an error
+                raise
+            skipped[tls_id] = str(exc)
+    if skipped:
+        log.warning(
+            "not controlling %d light(s) of %s: %s", len(skipped), scenario.net_file, skipped
         )
-    return NetTopology(lights=tuple(lights))
+    if not lights:
+        raise ScenarioError(
+            f"net file {scenario.net_file}: no controllable traffic light ({skipped})"
+        )
+    return NetTopology(lights=tuple(lights), skipped=skipped)
