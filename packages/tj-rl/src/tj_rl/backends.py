@@ -80,6 +80,11 @@ class SumoBackend(ABC):
 
     def __init__(self) -> None:
         self.conn: Any = None
+        self.stderr_path: Path | None = None
+
+    def stderr_tail(self) -> str:
+        """The end of SUMO's captured error output of the current / last start."""
+        return _tail(self.stderr_path) if self.stderr_path is not None else ""
 
     @property
     def running(self) -> bool:
@@ -136,7 +141,7 @@ class LibsumoBackend(SumoBackend):
                 "allows one per process. Close the other env first, run each env in its own "
                 "process, or use backend='traci'."
             )
-        errlog = workdir / "sumo-stderr.log"
+        errlog = self.stderr_path = workdir / "sumo-stderr.log"
         cmd = [sumo_binary("sumo"), *BASE_ARGS, *args]
         try:
             with _stderr_to(errlog):
@@ -184,7 +189,7 @@ class TraciBackend(SumoBackend):
     def start(self, args: list[str], *, workdir: Path) -> None:
         if self.running:
             raise SumoStartError("this traci backend already runs a simulation; close() it first")
-        errlog = workdir / "sumo-stderr.log"
+        errlog = self.stderr_path = workdir / "sumo-stderr.log"
         for _attempt in range(3):  # a port taken between choosing and binding: pick another
             port = self._traci.getFreeSocketPort()
             label = f"tj-rl-{os.getpid()}-{id(self):x}-{next(self._labels)}"

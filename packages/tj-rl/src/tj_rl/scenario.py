@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from xml.parsers import expat
 
 from tj_rl.errors import ScenarioError
 
@@ -34,25 +35,43 @@ def open_xml(path: Path) -> IO[bytes]:
 
 
 def _check_xml(path: Path, kind: str) -> None:
-    """Raise ScenarioError unless ``path`` exists and is well-formed XML with a ``kind`` root."""
+    """Raise ScenarioError unless ``path`` exists and is well-formed XML with a ``kind`` root.
+
+    Net, config and additional files are parsed in full with expat (no tree is built: fast even
+    for city nets). Route files can be huge and are loaded incrementally by SUMO, so only their
+    start is checked here; SUMO's own error (with its stderr) names any later problem.
+    """
     if not path.is_file():
         raise ScenarioError(f"{kind} file not found: {path}")
+    roots = _ROOTS[kind]
+    found: list[str] = []
+
+    def start(tag: str, _attrs: object) -> None:
+        if not found:
+            found.append(tag)
+            if roots is not None and tag not in roots:
+                raise ScenarioError(
+                    f"{kind} file {path}: root element <{tag}>, expected "
+                    + " or ".join(f"<{r}>" for r in roots)
+                )
+            if kind == "route":
+                raise _StopParse
+
+    parser = expat.ParserCreate()
+    parser.StartElementHandler = start
     try:
-        # Full parse of the start only: the root element and its first children. SUMO re-parses
-        # the whole file on start and its stderr is included in the error when it refuses it.
-        roots = _ROOTS[kind]
         with open_xml(path) as stream:
-            for _event, elem in ET.iterparse(stream, events=("start",)):
-                if roots is not None and elem.tag not in roots:
-                    raise ScenarioError(
-                        f"{kind} file {path}: root element <{elem.tag}>, expected "
-                        + " or ".join(f"<{r}>" for r in roots)
-                    )
-                break
-            else:
-                raise ScenarioError(f"{kind} file {path}: empty document")
-    except (ET.ParseError, OSError, EOFError) as exc:
+            parser.ParseFile(stream)
+    except _StopParse:
+        return
+    except (expat.ExpatError, OSError, EOFError) as exc:
         raise ScenarioError(f"{kind} file {path}: malformed XML ({exc})") from exc
+    if not found:
+        raise ScenarioError(f"{kind} file {path}: empty document")
+
+
+class _StopParse(Exception):
+    pass
 
 
 def _split_files(value: str, base: Path) -> tuple[Path, ...]:
@@ -161,12 +180,12 @@ class Scenario:
         args: list[str] = []
         if self.sumocfg is not None:
             args += ["-c", str(self.sumocfg)]
-        else:
-            args += ["-n", str(self.net_file)]
-            if self.route_files:
-                args += ["-r", ",".join(str(p) for p in self.route_files)]
-            if self.additional_files:
-                args += ["-a", ",".join(str(p) for p in self.additional_files)]
+        # explicit files override a config's values, so replace(route_files=...) also works there
+        args += ["-n", str(self.net_file)]
+        if self.route_files:
+            args += ["-r", ",".join(str(p) for p in self.route_files)]
+        if self.additional_files:
+            args += ["-a", ",".join(str(p) for p in self.additional_files)]
         args += [
             "--begin",
             f"{self.begin:g}",

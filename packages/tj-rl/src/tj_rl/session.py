@@ -18,7 +18,7 @@ import numpy as np
 import traci.constants as tc
 
 from tj_rl.backends import SumoBackend
-from tj_rl.errors import ScenarioError, SumoDiedError
+from tj_rl.errors import ScenarioError, SumoDiedError, SumoStartError
 from tj_rl.features import VEHICLE_VARS, VehicleFrame, frame_from_subscription
 from tj_rl.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
 from tj_rl.rewards import LaneStats
@@ -99,6 +99,12 @@ class SumoSession:
                 for lane in self.lanes:
                     conn.lane.subscribe(lane, LANE_VARS)
                 return float(conn.simulation.getTime())
+        except SumoDiedError as exc:  # died while loading: SUMO refused the scenario
+            stderr = self.backend.stderr_tail()
+            self.close()
+            raise SumoStartError(
+                f"SUMO failed while loading the scenario: {exc}\nSUMO stderr:\n{stderr}"
+            ) from exc
         except BaseException:
             self.close()
             raise
