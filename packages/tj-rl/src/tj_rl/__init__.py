@@ -16,7 +16,7 @@ from tj_rl.baselines import (
 )
 from tj_rl.builder import DEFAULT_SPEC, SyntheticSpec, build_scenario, default_scenario
 from tj_rl.config import COST_NAMES, EnvConfig
-from tj_rl.env import TrafficSignalEnv
+from tj_rl.env import TrafficSignalCore
 from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoStartError
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph, build_graph
 from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics
@@ -27,6 +27,16 @@ from tj_rl.scenario import Scenario
 from tj_rl.shield import PhaseProgram, SafetyShield, derive_program
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``TrafficSignalEnv`` imports Ray RLlib: load it on first use only (PEP 562)."""
+    if name == "TrafficSignalEnv":
+        from tj_rl.rllib import TrafficSignalEnv
+
+        return TrafficSignalEnv
+    raise AttributeError(f"module 'tj_rl' has no attribute {name!r}")
+
 
 __all__ = [
     "COST_NAMES",
@@ -60,6 +70,7 @@ __all__ = [
     "SumoStartError",
     "SyntheticSpec",
     "TraciBackend",
+    "TrafficSignalCore",
     "TrafficSignalEnv",
     "VehicleGraph",
     "__version__",

@@ -1,4 +1,4 @@
-"""Other views of ``TrafficSignalEnv``: Gymnasium single-agent (one-light scenarios) and PettingZoo
+"""Other views of ``TrafficSignalCore``: Gymnasium single-agent (one-light scenarios) and PettingZoo
 ``ParallelEnv`` (any number of lights). Both own the wrapped env and close it with themselves.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 from pettingzoo import ParallelEnv
 
-from tj_rl.env import TrafficSignalEnv
+from tj_rl.env import TrafficSignalCore
 
 __all__ = ["ParallelTrafficEnv", "SingleAgentTrafficEnv"]
 
@@ -20,7 +20,7 @@ class SingleAgentTrafficEnv(gym.Env):
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium convention
 
-    def __init__(self, env: TrafficSignalEnv) -> None:
+    def __init__(self, env: TrafficSignalCore) -> None:
         if len(env.possible_agents) != 1:
             raise ValueError(
                 f"SingleAgentTrafficEnv needs a scenario with one controlled light, got "
@@ -51,7 +51,7 @@ class ParallelTrafficEnv(ParallelEnv):
 
     metadata = {"render_modes": [], "name": "tj_traffic_signal_v0"}  # noqa: RUF012
 
-    def __init__(self, env: TrafficSignalEnv) -> None:
+    def __init__(self, env: TrafficSignalCore) -> None:
         self.env = env
         self.possible_agents = list(env.possible_agents)
         self.agents: list[str] = []

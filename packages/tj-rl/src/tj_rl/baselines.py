@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tj_rl.config import COST_NAMES, EnvConfig
-from tj_rl.env import TrafficSignalEnv
+from tj_rl.env import TrafficSignalCore
 from tj_rl.metrics import METRIC_NAMES
 from tj_rl.scenario import Scenario
 
@@ -39,7 +39,7 @@ __all__ = [
 
 
 class Policy(Protocol):
-    def reset(self, env: TrafficSignalEnv) -> None: ...
+    def reset(self, env: TrafficSignalCore) -> None: ...
     def compute_actions(
         self, obs: Mapping[str, Any], infos: Mapping[str, Any]
     ) -> dict[str, int]: ...
@@ -58,7 +58,7 @@ def _current(obs: Mapping[str, np.ndarray], n: int) -> int:
 
 
 class FixedTimePolicy:
-    def reset(self, env: TrafficSignalEnv) -> None:
+    def reset(self, env: TrafficSignalCore) -> None:
         self.programs = {a: lt.program for a, lt in env.lights.items()}
         self.max_green = env.config.max_green
 
@@ -76,7 +76,7 @@ class FixedTimePolicy:
 
 
 class MaxPressurePolicy:
-    def reset(self, env: TrafficSignalEnv) -> None:
+    def reset(self, env: TrafficSignalCore) -> None:
         self.moves = {a: lt.phase_movements() for a, lt in env.lights.items()}
         self.capacity = {a: np.maximum(lt.lane_length / 7.5, 1.0) for a, lt in env.lights.items()}
 
@@ -93,7 +93,7 @@ class MaxPressurePolicy:
 
 
 class GreedyPolicy:
-    def reset(self, env: TrafficSignalEnv) -> None:
+    def reset(self, env: TrafficSignalCore) -> None:
         self.serves = {a: lt.phase_movements().any(axis=2) for a, lt in env.lights.items()}
 
     def compute_actions(self, obs, infos):
@@ -110,7 +110,7 @@ class RandomPolicy:
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def reset(self, env: TrafficSignalEnv) -> None:
+    def reset(self, env: TrafficSignalCore) -> None:
         pass
 
     def compute_actions(self, obs, infos):
@@ -177,7 +177,7 @@ def evaluate(
     cfg = config if config is not None else EnvConfig()
     if not cfg.metrics:
         raise ValueError("evaluate needs EnvConfig(metrics=True): metrics come from SUMO's outputs")
-    env = TrafficSignalEnv(cfg, scenario=scenario)
+    env = TrafficSignalCore(cfg, scenario=scenario)
     table = MetricsTable(policy=name)
     try:
         for ep, seed in enumerate(seeds):
@@ -187,7 +187,7 @@ def evaluate(
     return table
 
 
-def _episode(env: TrafficSignalEnv, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
+def _episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
     obs, infos = env.reset(seed=seed)
     pol.reset(env)
     ret, costs = 0.0, np.zeros(len(COST_NAMES))

@@ -74,8 +74,10 @@ class SumoSession:
         except SumoDiedError:
             raise
         except self.backend.fatal_errors as exc:
+            stderr = self.backend.stderr_tail()
             raise SumoDiedError(
                 f"{self.backend.name}: {what} failed: {type(exc).__name__}: {exc}"
+                + (f"\nSUMO stderr:\n{stderr}" if stderr else "")
             ) from exc
 
     def start(self, seed: int) -> float:
