@@ -21,10 +21,12 @@ from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoSta
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph, build_graph
 from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics
 from tj_rl.observation import LANE_FEATURES
+from tj_rl.recording import record_dataset
 from tj_rl.rewards import REWARDS
 from tj_rl.runtime import SUMO_VERSION
 from tj_rl.scenario import Scenario
 from tj_rl.shield import PhaseProgram, SafetyShield, derive_program
+from tj_rl.snapshot import SNAPSHOT_FIELDS, RiskConfig, SnapshotBuilder, snapshot_schema
 
 __version__ = "0.1.0"
 
@@ -47,6 +49,7 @@ __all__ = [
     "NODE_FEATURES",
     "POLICIES",
     "REWARDS",
+    "SNAPSHOT_FIELDS",
     "SUMO_VERSION",
     "EnvConfig",
     "EpisodeMetrics",
@@ -61,10 +64,12 @@ __all__ = [
     "PhaseProgram",
     "Policy",
     "RandomPolicy",
+    "RiskConfig",
     "SafetyShield",
     "Scenario",
     "ScenarioError",
     "SingleAgentTrafficEnv",
+    "SnapshotBuilder",
     "SumoBackend",
     "SumoDiedError",
     "SumoStartError",
@@ -81,4 +86,6 @@ __all__ = [
     "evaluate",
     "make_backend",
     "make_policy",
+    "record_dataset",
+    "snapshot_schema",
 ]

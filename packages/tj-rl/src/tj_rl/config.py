@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from tj_rl.backends import BackendName
@@ -45,7 +44,7 @@ class EnvConfig:
     ttc_threshold: float = 2.0
     hard_brake_decel: float = 4.5
     cost_weights: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType(dict.fromkeys(COST_NAMES, 1.0))
+        default_factory=lambda: dict.fromkeys(COST_NAMES, 1.0)
     )
     metrics: bool = True
     warmup: float = 0.0
@@ -76,7 +75,7 @@ class EnvConfig:
         weights = dict.fromkeys(COST_NAMES, 0.0) | {
             k: float(v) for k, v in self.cost_weights.items()
         }
-        object.__setattr__(self, "cost_weights", MappingProxyType(weights))
+        object.__setattr__(self, "cost_weights", weights)  # a plain dict: picklable for workers
         if not (isinstance(self.reward, str) or callable(self.reward)):
             raise ValueError(f"EnvConfig.reward: {self.reward!r}, expected a name or a factory")
         object.__setattr__(self, "sumo_args", tuple(str(a) for a in self.sumo_args))

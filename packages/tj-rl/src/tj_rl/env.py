@@ -29,7 +29,7 @@ from gymnasium import spaces
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import build_graph
+from tj_rl.features import VehicleFrame, build_graph
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.observation import observation_space, pad_observation, phase_features
 from tj_rl.rewards import RewardInput, make_reward
@@ -115,6 +115,8 @@ class TrafficSignalCore:
         self._queue_sum, self._queue_n = 0.0, 0
         self._rng = np.random.default_rng(scenario.seed)
         self.last_episode_metrics: EpisodeMetrics | None = None
+        # raw vehicle states of the last decision step per light (recording builds uncapped graphs)
+        self.last_frames: dict[str, VehicleFrame] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def get_observation_space(self, agent_id: str) -> spaces.Space:
@@ -265,6 +267,7 @@ class TrafficSignalCore:
         light, shield, cfg = self.lights[agent], self.shields[agent], self.config
         assert self._session is not None
         frame, lanes = self._session.read_light(light)
+        self.last_frames[agent] = frame
         graph = build_graph(
             frame, light.centre, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
         )
