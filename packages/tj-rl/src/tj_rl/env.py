@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,7 @@ class TrafficSignalCore:
         except BaseException:
             self._session = None
             raise
+        self._t = t0
         for shield in self.shields.values():
             shield.reset(t0)
         self._advance(t0 + self.config.warmup)
@@ -190,18 +192,14 @@ class TrafficSignalCore:
 
     # ------------------------------------------------------------------ stepping
     def _advance(self, t_end: float) -> None:
-        """Apply the shields' timed states and step SUMO to each change time, then to ``t_end``."""
+        """Push the shields' new timed states into SUMO, then step once to ``t_end``."""
         session = self._session
         assert session is not None
-        events = sorted(
-            (t, a, s) for a, sh in self.shields.items() for t, s in sh.pop_events(t_end + _EPS)
-        )
         now = self._t
-        for t, agent, state in events:
-            if t > now + _EPS:
-                session.step_to(t)
-                now = t
-            session.set_state(agent, state)
+        for agent, shield in self.shields.items():
+            events = shield.pop_events(math.inf)
+            if events:
+                session.apply_events(agent, events, now)
         if t_end > now + _EPS:
             session.step_to(t_end)
         self._t = session.time
@@ -287,11 +285,12 @@ class TrafficSignalCore:
 
     def _info(self, agent, decision, graph, inp, counters) -> dict[str, Any]:
         cfg = self.config
-        low_ttc = graph.edge_attr[:, 3] > 1.0 / cfg.ttc_threshold
+        low_ttc = np.zeros(graph.num_nodes, dtype=bool)
+        low_ttc[graph.edge_index[1, graph.edge_attr[:, 3] > 1.0 / cfg.ttc_threshold]] = True
         costs = np.array(
             [
                 float(decision.vetoed),
-                float(len(np.unique(graph.edge_index[1, low_ttc]))),
+                float(low_ttc.sum()),
                 float((graph.x[:, 3] < -cfg.hard_brake_decel).sum()),
                 counters["emergency_braking"] - self._counters["emergency_braking"],
                 counters["teleports"] - self._counters["teleports"],
@@ -316,14 +315,9 @@ class TrafficSignalCore:
     def _system(self, counters: Mapping[str, float], queue: float) -> dict[str, float]:
         prev = self._counters
         return {
-            "running": counters["running"],
-            "arrived": counters["inserted"] - counters["running"],
-            "waiting_to_insert": counters["waiting_to_insert"],
+            "min_expected_vehicles": counters["min_expected"],
             "queue": queue,
-            **{
-                k: counters[k] - prev[k]
-                for k in ("teleports", "collisions", "emergency_braking", "emergency_stops")
-            },
+            **{k: counters[k] - prev[k] for k in ("teleports", "collisions", "emergency_braking")},
         }
 
     def _end_episode(self, infos: dict[str, dict[str, Any]]) -> None:

@@ -9,6 +9,7 @@ failure surfaces as ``SumoDiedError``; ``close`` (idempotent) always removes the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -29,16 +30,14 @@ from tj_rl.topology import LightTopology, NetTopology
 __all__ = ["COUNTERS", "SumoSession"]
 
 LANE_VARS = (tc.LAST_STEP_VEHICLE_NUMBER, tc.LAST_STEP_VEHICLE_HALTING_NUMBER, tc.VAR_WAITING_TIME)
-# SUMO's cumulative counters (simulation.getParameter("", "stats.<key>")), read once per decision.
+# SUMO's cumulative counters (simulation.getParameter("", "stats.<key>")), read once per decision:
+# exact counts over the whole interval, which per-step simulation variables would miss.
 COUNTERS: dict[str, str] = {
-    "inserted": "vehicles.inserted",
-    "running": "vehicles.running",
-    "waiting_to_insert": "vehicles.waiting",
     "teleports": "teleports.total",
     "collisions": "safety.collisions",
     "emergency_braking": "safety.emergencyBraking",
-    "emergency_stops": "safety.emergencyStops",
 }
+SIM_VARS = (tc.VAR_TIME, tc.VAR_MIN_EXPECTED_VEHICLES)
 
 
 class SumoSession:
@@ -100,6 +99,8 @@ class SumoSession:
                     self._check_program(light)
                 for lane in self.lanes:
                     conn.lane.subscribe(lane, LANE_VARS)
+                conn.simulation.subscribe(SIM_VARS)
+                self._programs = 0
                 return float(conn.simulation.getTime())
         except SumoDiedError as exc:  # died while loading: SUMO refused the scenario
             stderr = self.backend.stderr_tail()
@@ -139,20 +140,35 @@ class SumoSession:
 
     @property
     def time(self) -> float:
-        with self._guard("getTime"):
-            return float(self.backend.conn.simulation.getTime())
+        """Simulation time after the last step (from the simulation subscription: no round trip)."""
+        with self._guard("simulation time"):
+            return float(self.backend.conn.simulation.getSubscriptionResults()[tc.VAR_TIME])
 
-    def set_state(self, tls_id: str, state: str) -> None:
-        with self._guard(f"setRedYellowGreenState({tls_id})"):
-            self.backend.conn.trafficlight.setRedYellowGreenState(tls_id, state)
+    def apply_events(self, tls_id: str, events: list[tuple[float, str]], now: float) -> None:
+        """Show the timed states ``events`` (absolute times, the first one ``now``) on a light.
+
+        One state: ``setRedYellowGreenState``. A transition (yellow, all-red, green): one SUMO
+        program whose phases have exactly those durations, so SUMO switches at the right times
+        within a single ``simulationStep`` to the next decision. Each gets a new program id:
+        SUMO does not restart the phase timer of a program id it already knows.
+        """
+        if abs(events[0][0] - now) > 1e-6:
+            raise ValueError(f"light {tls_id}: first event at {events[0][0]}, expected now ({now})")
+        tl = self.backend.conn.trafficlight
+        if len(events) == 1:
+            with self._guard(f"setRedYellowGreenState({tls_id})"):
+                tl.setRedYellowGreenState(tls_id, events[0][1])
+            return
+        times = [t for t, _ in events]
+        durations = [b - a for a, b in itertools.pairwise(times)] + [1e9]
+        phases = [tl.Phase(d, st) for d, (_, st) in zip(durations, events, strict=True)]
+        self._programs += 1
+        with self._guard(f"setProgramLogic({tls_id})"):
+            tl.setProgramLogic(tls_id, tl.Logic(f"tj-rl-{self._programs}", 0, 0, phases))
 
     def step_to(self, t: float) -> None:
         with self._guard(f"simulationStep({t:g})"):
             self.backend.conn.simulationStep(t)
-
-    def light_state(self, tls_id: str) -> str:
-        with self._guard(f"getRedYellowGreenState({tls_id})"):
-            return str(self.backend.conn.trafficlight.getRedYellowGreenState(tls_id))
 
     def read_light(self, light: LightTopology) -> tuple[VehicleFrame, LaneStats]:
         """Vehicles and lane aggregates of ``light`` from the last step's subscription results."""
@@ -168,10 +184,15 @@ class SumoSession:
         return frame, LaneStats(count=a[:, 0], halting=a[:, 1], waiting=a[:, 2])
 
     def counters(self) -> dict[str, float]:
-        """SUMO's cumulative counters (inserted, running, teleports, collisions, ...)."""
+        """SUMO's cumulative counters (teleports, collisions, emergency braking) and the number
+        of vehicles still expected (running + to be inserted)."""
         with self._guard("statistics counters"):
-            get = self.backend.conn.simulation.getParameter
-            return {name: float(get("", f"stats.{key}")) for name, key in COUNTERS.items()}
+            sim = self.backend.conn.simulation
+            out = {
+                name: float(sim.getParameter("", f"stats.{key}")) for name, key in COUNTERS.items()
+            }
+            out["min_expected"] = float(sim.getSubscriptionResults()[tc.VAR_MIN_EXPECTED_VEHICLES])
+            return out
 
     def finish(self, *, mean_queue: float, vetoes: int) -> EpisodeMetrics | None:
         """Close SUMO (flushing its outputs), parse the metrics, remove the temp dir."""
