@@ -11,17 +11,16 @@ from tj_rl.features import VehicleFrame
 
 def _frame(xy, angle, speed, accel=None, lane_pos=None, movement=None, offset=None) -> VehicleFrame:
     n = len(xy)
-    return VehicleFrame(
-        ids=tuple(f"v{i}" for i in range(n)),
-        xy=np.asarray(xy, float),
-        speed=np.asarray(speed, float),
-        accel=np.zeros(n) if accel is None else np.asarray(accel, float),
-        angle=np.asarray(angle, float),
-        lane_pos=np.zeros(n) if lane_pos is None else np.asarray(lane_pos, float),
-        waiting=np.zeros(n),
-        length=np.full(n, 5.0),
-        movement=np.zeros(n, np.int64) if movement is None else np.asarray(movement),
-        stop_offset=np.zeros(n) if offset is None else np.asarray(offset, float),
+    return VehicleFrame.from_columns(
+        tuple(f"v{i}" for i in range(n)),
+        xy=xy,
+        speed=speed,
+        accel=0.0 if accel is None else accel,
+        angle=angle,
+        lane_pos=0.0 if lane_pos is None else lane_pos,
+        length=5.0,
+        movement=0 if movement is None else movement,
+        stop_offset=0.0 if offset is None else offset,
     )
 
 

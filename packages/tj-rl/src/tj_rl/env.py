@@ -33,7 +33,7 @@ from tj_rl.errors import SumoDiedError
 from tj_rl.features import VehicleFrame, build_graph
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.observation import observation_space, pad_observation, phase_features
-from tj_rl.rewards import RewardInput, make_reward
+from tj_rl.rewards import LaneStats, RewardInput, make_reward
 from tj_rl.scenario import Scenario
 from tj_rl.session import SumoSession
 from tj_rl.shield import Decision, SafetyShield
@@ -169,8 +169,9 @@ class TrafficSignalCore:
         self._counters = self._session.counters()
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
+        reads = self._session.read_lights()
         for agent in self.lights:
-            _graph, inp, o = self._observe(agent)
+            _graph, inp, o = self._observe(agent, reads[agent])
             self._rewards[agent].reset(inp)
             obs[agent] = o
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
@@ -239,8 +240,9 @@ class TrafficSignalCore:
             counters = self._session.counters()
             obs, rewards, infos = {}, {}, {}
             queue = 0.0
+            reads = self._session.read_lights()
             for agent, light in self.lights.items():
-                graph, inp, obs[agent] = self._observe(agent)
+                graph, inp, obs[agent] = self._observe(agent, reads[agent])
                 rewards[agent] = float(self._rewards[agent](inp))
                 queue += float(inp.lanes.halting[: light.n_in].sum())
                 infos[agent] = self._info(agent, decisions[agent], graph, inp, counters)
@@ -261,10 +263,10 @@ class TrafficSignalCore:
         return obs, rewards, terminateds, truncateds, infos
 
     # ------------------------------------------------------------------ pieces
-    def _observe(self, agent: str):
+    def _observe(self, agent: str, read: tuple[VehicleFrame, LaneStats]):
         light, shield, cfg = self.lights[agent], self.shields[agent], self.config
         assert self._session is not None
-        frame, lanes = self._session.read_light(light)
+        frame, lanes = read
         self.last_frames[agent] = frame
         graph = build_graph(
             frame, light.centre, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges

@@ -21,6 +21,7 @@ import traci.constants as tc
 
 __all__ = [
     "EDGE_FEATURES",
+    "FRAME_COLUMNS",
     "NODE_FEATURES",
     "VEHICLE_VARS",
     "GraphConfig",
@@ -75,36 +76,49 @@ class GraphConfig:
             )
 
 
-@dataclass(frozen=True, kw_only=True)
+# columns of VehicleFrame.data
+_X, _Y, _SPEED, _ACCEL, _ANGLE, _LANE_POS, _WAIT, _LEN, _MOVE, _OFFSET = range(10)
+FRAME_COLUMNS = (
+    "x", "y", "speed", "accel", "angle", "lane_pos", "waiting", "length", "movement", "stop_offset"
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class VehicleFrame:
-    """Raw state of the vehicles near one light (one row per vehicle)."""
+    """Raw state of the vehicles near one light: ``data`` float64 [n, 10] with ``FRAME_COLUMNS``
+    (position m, speed m/s, accel m/s^2, SUMO angle in degrees clockwise from north, lane position
+    m, waiting time s, length m, movement index, stop-line offset m), one row per vehicle."""
 
     ids: tuple[str, ...]
-    xy: np.ndarray  # float64 [n, 2]
-    speed: np.ndarray  # float64 [n]
-    accel: np.ndarray
-    angle: np.ndarray  # SUMO degrees, clockwise from north
-    lane_pos: np.ndarray
-    waiting: np.ndarray
-    length: np.ndarray
-    movement: np.ndarray  # int64 [n]
-    stop_offset: np.ndarray  # float64 [n]; dist_to_stop_line = stop_offset - lane_pos
+    data: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @classmethod
+    def from_columns(cls, ids: tuple[str, ...], **columns: Any) -> VehicleFrame:
+        """Build from named columns (``xy`` [n, 2] or ``x``/``y``, and the other FRAME_COLUMNS)."""
+        n = len(ids)
+        data = np.zeros((n, len(FRAME_COLUMNS)), np.float64)
+        if "xy" in columns:
+            data[:, 0:2] = np.asarray(columns.pop("xy"), np.float64).reshape(n, 2)
+        for name, value in columns.items():
+            data[:, FRAME_COLUMNS.index(name)] = value
+        return cls(tuple(ids), data)
 
 
 def frame_from_subscription(
     results: Mapping[str, Mapping[int, Any]], lane_table: Mapping[str, tuple[int, float]]
 ) -> VehicleFrame:
-    """Turn a context-subscription result (vehicle id -> {var: value}) into arrays.
+    """Turn a context-subscription result (vehicle id -> {var: value}) into one array.
 
     Vehicles on lanes outside the light's lane table are dropped (they belong to no movement here).
     """
     ids: list[str] = []
     rows: list[tuple[float, ...]] = []
+    get = lane_table.get
     for vid, d in results.items():
-        entry = lane_table.get(d[tc.VAR_LANE_ID])
+        entry = get(d[tc.VAR_LANE_ID])
         if entry is None:
             continue
         x, y = d[tc.VAR_POSITION]
@@ -123,19 +137,7 @@ def frame_from_subscription(
                 entry[1],
             )
         )
-    a = np.asarray(rows, dtype=np.float64).reshape(len(rows), 10)
-    return VehicleFrame(
-        ids=tuple(ids),
-        xy=a[:, 0:2],
-        speed=a[:, 2],
-        accel=a[:, 3],
-        angle=a[:, 4],
-        lane_pos=a[:, 5],
-        waiting=a[:, 6],
-        length=a[:, 7],
-        movement=a[:, 8].astype(np.int64),
-        stop_offset=a[:, 9],
-    )
+    return VehicleFrame(tuple(ids), np.array(rows, dtype=np.float64).reshape(len(rows), 10))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,33 +163,34 @@ def _edges(
     n = len(xy)
     if n < 2:
         return np.zeros((2, 0), np.int64), np.zeros((0, 4), np.float32), np.zeros(0)
-    d = xy[None, :, :] - xy[:, None, :]  # d[i, j] = p_j - p_i
-    dist = np.linalg.norm(d, axis=2)
-    np.fill_diagonal(dist, np.inf)
+    diff = xy[None, :, :] - xy[:, None, :]  # diff[i, j] = p_j - p_i
+    dist2 = np.einsum("ijk,ijk->ij", diff, diff)
+    np.fill_diagonal(dist2, np.inf)
     k = min(cfg.k_nearest, n - 1)
-    nbr = (
-        np.argpartition(dist, k - 1, axis=1)[:, :k]
-        if k < n - 1
-        else np.argsort(dist, axis=1)[:, :k]
-    )
+    nbr = np.argpartition(dist2, k - 1, axis=1)[:, :k]
     dst = np.repeat(np.arange(n), k)
     src = nbr.reshape(-1)
-    keep = dist[dst, src] <= cfg.edge_radius
-    dst, src = dst[keep], src[keep]
-    order = np.lexsort((dist[dst, src], dst))
-    dst, src = dst[order], src[order]
+    d2 = dist2[dst, src]
+    keep = d2 <= cfg.edge_radius * cfg.edge_radius
+    dst, src, d2 = dst[keep], src[keep], d2[keep]
+    order = np.lexsort((d2, dst))
+    dst, src, d2 = dst[order], src[order], d2[order]
+    r = np.sqrt(d2)
     dp = xy[src] - xy[dst]
     dv = vel[src] - vel[dst]
-    r = dist[dst, src]
-    closing = -(dp * dv).sum(axis=1) / np.maximum(r, 1e-6)
-    dv2 = (dv * dv).sum(axis=1)
-    t_star = np.where(dv2 > 1e-9, -(dp * dv).sum(axis=1) / np.maximum(dv2, 1e-9), 0.0)
-    closest = np.linalg.norm(dp + dv * t_star[:, None], axis=1)
+    dot = np.einsum("ij,ij->i", dp, dv)
+    dv2 = np.einsum("ij,ij->i", dv, dv)
+    closing = -dot / np.maximum(r, 1e-6)
+    t_star = -dot / np.maximum(dv2, 1e-9)
+    closest = dp + dv * t_star[:, None]
+    closest2 = np.einsum("ij,ij->i", closest, closest)
     gap = np.maximum(r - 0.5 * (length[src] + length[dst]), 0.1)
-    on_course = (closing > 0) & (t_star > 0) & (closest < cfg.conflict_distance)
-    inv_ttc = np.where(on_course, closing / gap, 0.0)
-    attr = np.stack([dp[:, 0], dp[:, 1], closing, inv_ttc], axis=1).astype(np.float32)
-    return np.stack([src, dst]).astype(np.int64), attr, r
+    on_course = (closing > 0) & (closest2 < cfg.conflict_distance * cfg.conflict_distance)
+    attr = np.empty((len(dst), 4), np.float32)
+    attr[:, 0:2] = dp
+    attr[:, 2] = closing
+    attr[:, 3] = np.where(on_course, closing / gap, 0.0)
+    return np.stack([src, dst]), attr, r
 
 
 def build_graph(
@@ -199,31 +202,29 @@ def build_graph(
     max_edges: int | None = None,
 ) -> VehicleGraph:
     """Node features and k-nearest edges; drops (and counts) the farthest nodes / longest edges."""
-    rel = frame.xy - np.asarray(centre, dtype=np.float64)
-    order = np.argsort(np.hypot(rel[:, 0], rel[:, 1]), kind="stable")
+    rel_all = frame.data[:, 0:2] - np.asarray(centre, dtype=np.float64)
+    order = np.argsort(np.einsum("ij,ij->i", rel_all, rel_all), kind="stable")
     dropped_nodes = 0
     if max_nodes is not None and len(order) > max_nodes:
         dropped_nodes = len(order) - max_nodes
         order = order[:max_nodes]
-    rad = np.deg2rad(frame.angle[order])
+    d = frame.data[order]
+    n = len(d)
+    rad = np.deg2rad(d[:, _ANGLE])
     hx, hy = np.sin(rad), np.cos(rad)  # SUMO: clockwise from north -> unit vector (x, y)
-    speed = frame.speed[order]
-    x = np.stack(
-        [
-            rel[order, 0],
-            rel[order, 1],
-            speed,
-            frame.accel[order],
-            hy,
-            hx,
-            frame.stop_offset[order] - frame.lane_pos[order],
-            frame.waiting[order],
-            frame.length[order],
-        ],
-        axis=1,
-    ).astype(np.float32)
-    vel = np.stack([hx * speed, hy * speed], axis=1)
-    edge_index, edge_attr, r = _edges(frame.xy[order], vel, frame.length[order], cfg)
+    x = np.empty((n, len(NODE_FEATURES)), np.float32)
+    x[:, 0:2] = rel_all[order]
+    x[:, 2] = d[:, _SPEED]
+    x[:, 3] = d[:, _ACCEL]
+    x[:, 4] = hy
+    x[:, 5] = hx
+    x[:, 6] = d[:, _OFFSET] - d[:, _LANE_POS]
+    x[:, 7] = d[:, _WAIT]
+    x[:, 8] = d[:, _LEN]
+    vel = np.empty((n, 2))
+    vel[:, 0] = hx * d[:, _SPEED]
+    vel[:, 1] = hy * d[:, _SPEED]
+    edge_index, edge_attr, r = _edges(d[:, 0:2], vel, d[:, _LEN], cfg)
     dropped_edges = 0
     if max_edges is not None and edge_index.shape[1] > max_edges:
         dropped_edges = edge_index.shape[1] - max_edges
@@ -231,8 +232,8 @@ def build_graph(
         edge_index, edge_attr = edge_index[:, keep], edge_attr[keep]
     return VehicleGraph(
         ids=tuple(frame.ids[i] for i in order),
-        x=x.reshape(len(order), len(NODE_FEATURES)),
-        movement=frame.movement[order],
+        x=x,
+        movement=d[:, _MOVE].astype(np.int64),
         edge_index=edge_index,
         edge_attr=edge_attr,
         dropped_nodes=dropped_nodes,

@@ -170,18 +170,25 @@ class SumoSession:
         with self._guard(f"simulationStep({t:g})"):
             self.backend.conn.simulationStep(t)
 
-    def read_light(self, light: LightTopology) -> tuple[VehicleFrame, LaneStats]:
-        """Vehicles and lane aggregates of ``light`` from the last step's subscription results."""
-        with self._guard(f"subscription results of {light.tls_id}"):
+    def read_lights(self) -> dict[str, tuple[VehicleFrame, LaneStats]]:
+        """Vehicles and lane aggregates of every light from the last step's subscription results
+        (already delivered with the step: no round trip)."""
+        with self._guard("subscription results"):
             conn = self.backend.conn
-            vehicles = conn.junction.getContextSubscriptionResults(light.junction_id) or {}
-            lane_rows = [
-                conn.lane.getSubscriptionResults(x) for x in (*light.in_lanes, *light.out_lanes)
-            ]
-        frame = frame_from_subscription(vehicles, light.lane_table)
-        a = np.array([[r.get(v, 0.0) for v in LANE_VARS] for r in lane_rows], dtype=np.float32)
-        a = a.reshape(len(lane_rows), len(LANE_VARS))
-        return frame, LaneStats(count=a[:, 0], halting=a[:, 1], waiting=a[:, 2])
+            lanes = conn.lane.getAllSubscriptionResults()
+            vehicles = {
+                lt.tls_id: conn.junction.getContextSubscriptionResults(lt.junction_id) or {}
+                for lt in self.topology.lights
+            }
+        out = {}
+        empty: dict[int, float] = {}
+        for light in self.topology.lights:
+            frame = frame_from_subscription(vehicles[light.tls_id], light.lane_table)
+            rows = [lanes.get(x, empty) for x in (*light.in_lanes, *light.out_lanes)]
+            a = np.array([[r.get(v, 0.0) for v in LANE_VARS] for r in rows], dtype=np.float32)
+            a = a.reshape(len(rows), len(LANE_VARS))
+            out[light.tls_id] = (frame, LaneStats(count=a[:, 0], halting=a[:, 1], waiting=a[:, 2]))
+        return out
 
     def counters(self) -> dict[str, float]:
         """SUMO's cumulative counters (teleports, collisions, emergency braking) and the number
