@@ -94,3 +94,26 @@ def test_graph_config_errors() -> None:
         GraphConfig(k_nearest=0)
     with pytest.raises(ValueError, match=r"GraphConfig\.edge_radius"):
         GraphConfig(edge_radius=0)
+
+
+def test_batched_lights_equal_one_by_one() -> None:
+    from tj_rl import build_graphs
+
+    rng = np.random.default_rng(1)
+    frames, centres = [], []
+    for n in (7, 0, 1, 25, 12):
+        frames.append(
+            _frame(rng.uniform(-50, 50, (n, 2)), rng.uniform(0, 360, n), rng.uniform(0, 15, n))
+        )
+        centres.append(tuple(rng.uniform(-5, 5, 2)))
+    cfg = GraphConfig(edge_radius=25.0, k_nearest=3)
+    for caps in ({}, {"max_nodes": 10, "max_edges": 12}):
+        batched = build_graphs(frames, centres, cfg, batch_nodes=30, **caps)  # several batches
+        for f, c, g in zip(frames, centres, batched, strict=True):
+            one = build_graph(f, c, cfg, **caps)
+            assert g.ids == one.ids and g.dropped_nodes == one.dropped_nodes
+            assert g.dropped_edges == one.dropped_edges
+            np.testing.assert_array_equal(g.x, one.x)
+            np.testing.assert_array_equal(g.edge_index, one.edge_index)
+            np.testing.assert_array_equal(g.edge_attr, one.edge_attr)
+            assert (g.edge_index < max(g.num_nodes, 1)).all()

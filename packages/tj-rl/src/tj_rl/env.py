@@ -30,7 +30,7 @@ from gymnasium import spaces
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import VehicleFrame, build_graph
+from tj_rl.features import VehicleFrame, VehicleGraph, build_graphs
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.observation import observation_space, pad_observation, phase_features
 from tj_rl.rewards import LaneStats, RewardInput, make_reward
@@ -169,9 +169,7 @@ class TrafficSignalCore:
         self._counters = self._session.counters()
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
-        reads = self._session.read_lights()
-        for agent in self.lights:
-            _graph, inp, o = self._observe(agent, reads[agent])
+        for agent, (_graph, inp, o) in self._observe_all().items():
             self._rewards[agent].reset(inp)
             obs[agent] = o
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
@@ -240,9 +238,8 @@ class TrafficSignalCore:
             counters = self._session.counters()
             obs, rewards, infos = {}, {}, {}
             queue = 0.0
-            reads = self._session.read_lights()
-            for agent, light in self.lights.items():
-                graph, inp, obs[agent] = self._observe(agent, reads[agent])
+            for agent, (graph, inp, obs[agent]) in self._observe_all().items():
+                light = self.lights[agent]
                 rewards[agent] = float(self._rewards[agent](inp))
                 queue += float(inp.lanes.halting[: light.n_in].sum())
                 infos[agent] = self._info(agent, decisions[agent], graph, inp, counters)
@@ -263,14 +260,25 @@ class TrafficSignalCore:
         return obs, rewards, terminateds, truncateds, infos
 
     # ------------------------------------------------------------------ pieces
-    def _observe(self, agent: str, read: tuple[VehicleFrame, LaneStats]):
-        light, shield, cfg = self.lights[agent], self.shields[agent], self.config
+    def _observe_all(self) -> dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]]:
+        """Graph, reward input and padded observation of every light at the current step."""
         assert self._session is not None
-        frame, lanes = read
-        self.last_frames[agent] = frame
-        graph = build_graph(
-            frame, light.centre, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
+        cfg = self.config
+        reads = self._session.read_lights()
+        agents = list(self.lights)
+        for agent in agents:
+            self.last_frames[agent] = reads[agent][0]
+        graphs = build_graphs(
+            [reads[a][0] for a in agents],
+            [self.lights[a].centre for a in agents],
+            cfg.graph,
+            max_nodes=cfg.max_nodes,
+            max_edges=cfg.max_edges,
         )
+        return {a: self._observe(a, g, reads[a][1]) for a, g in zip(agents, graphs, strict=True)}
+
+    def _observe(self, agent: str, graph: VehicleGraph, lanes: LaneStats):
+        light, shield, cfg = self.lights[agent], self.shields[agent], self.config
         t = self._t
         phase = phase_features(
             light,
