@@ -250,3 +250,25 @@ def test_shield_in_sumo_property(tls_logged_env, check_safe, actions: list[list[
         )
         assert len(states) == 90
         check_safe(states, shield.program.greens, yellow=3, all_red=2, min_green=10)
+
+
+@pytest.mark.parametrize("backend", ["libsumo", "traci"])
+def test_next_episode_starts_fresh(default_sc: Scenario, backend: str) -> None:
+    """libsumo keeps the last simulation's subscription results until the next step: a new
+    episode must not see the old episode's vehicles or time."""
+    env = TrafficSignalEnv(
+        EnvConfig(backend=backend, metrics=False), scenario=default_sc.replace(end=60.0)
+    )
+    try:
+        runs = []
+        for _ in range(2):
+            obs, _ = env.reset(seed=4)
+            assert env.sim_time == 0.0 and obs["A0"]["node_mask"].sum() == 0
+            trace, trunc = [], {"__all__": False}
+            while not trunc["__all__"]:
+                obs, rew, _, trunc, _ = env.step({"A0": 0})
+                trace.append((env.sim_time, rew["A0"], int(obs["A0"]["node_mask"].sum())))
+            runs.append(trace)
+        assert runs[0] == runs[1] and runs[0][-1][0] == 60.0 and runs[0][-1][2] > 0
+    finally:
+        env.close()

@@ -78,7 +78,7 @@ class FixedTimePolicy:
 class MaxPressurePolicy:
     def reset(self, env: TrafficSignalCore) -> None:
         self.moves = {a: lt.phase_movements() for a, lt in env.lights.items()}
-        self.capacity = {a: np.maximum(lt.lane_length / 7.5, 1.0) for a, lt in env.lights.items()}
+        self.capacity = dict(env.lane_capacity)
 
     def compute_actions(self, obs, infos):
         out = {}

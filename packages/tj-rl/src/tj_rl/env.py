@@ -32,7 +32,7 @@ from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.errors import SumoDiedError
 from tj_rl.features import VehicleFrame, VehicleGraph, build_graphs
 from tj_rl.metrics import EpisodeMetrics
-from tj_rl.observation import observation_space, pad_observation, phase_features
+from tj_rl.observation import lane_capacity, observation_space, pad_observation, phase_features
 from tj_rl.rewards import LaneStats, RewardInput, make_reward
 from tj_rl.scenario import Scenario
 from tj_rl.session import SumoSession
@@ -105,6 +105,7 @@ class TrafficSignalCore:
             a: SafetyShield(lt.program, min_green=cfg.min_green, max_green=cfg.max_green)
             for a, lt in self.lights.items()
         }
+        self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -289,7 +290,14 @@ class TrafficSignalCore:
             cfg.max_green,
         )
         obs = pad_observation(
-            graph, light, lanes, phase, shield.mask(t), cfg.max_nodes, cfg.max_edges
+            graph,
+            light,
+            lanes,
+            phase,
+            shield.mask(t),
+            cfg.max_nodes,
+            cfg.max_edges,
+            self.lane_capacity[agent],
         )
         return graph, RewardInput(light=light, lanes=lanes, graph=graph), obs
 

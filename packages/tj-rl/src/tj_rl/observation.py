@@ -9,7 +9,9 @@ outgoing lanes):
   ``edge_mask`` int8 [E]
 - ``phase`` float32 [P + 3]: one-hot current green, in-clearance flag, time in green / max green
   (clipped to 1), min-green-reached flag
-- ``lanes`` float32 [L, 3]: halting vehicles, occupancy (vehicles per 7.5 m of lane), waiting time (s)
+- ``lanes`` float32 [L, 3] per movement (incoming lane with its upstream lanes, outgoing lane with its
+  downstream lanes), over the vehicles within the observation radius: halting vehicles, occupancy
+  (vehicles per 7.5 m of observed road), summed waiting time (s)
 - ``action_mask`` int8 [P]: 1 where the shield accepts that green now
 """
 
@@ -22,10 +24,23 @@ from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, VehicleGraph
 from tj_rl.rewards import LaneStats
 from tj_rl.topology import LightTopology
 
-__all__ = ["LANE_FEATURES", "observation_space", "pad_observation", "phase_features"]
+__all__ = [
+    "LANE_FEATURES",
+    "lane_capacity",
+    "observation_space",
+    "pad_observation",
+    "phase_features",
+]
 
 LANE_FEATURES: tuple[str, ...] = ("halting", "occupancy", "waiting_time")
 _VEHICLE_SLOT = 7.5  # m per vehicle (length + min gap) for the occupancy feature
+
+
+def lane_capacity(light: LightTopology, obs_radius: float) -> np.ndarray:
+    """Vehicles that fit on each movement's observed road (7.5 m per vehicle), at least 1."""
+    return np.maximum(np.minimum(light.movement_length, obs_radius) / _VEHICLE_SLOT, 1.0).astype(
+        np.float32
+    )
 
 
 def observation_space(light: LightTopology, max_nodes: int, max_edges: int) -> spaces.Dict:
@@ -71,6 +86,7 @@ def pad_observation(
     action_mask: np.ndarray,
     max_nodes: int,
     max_edges: int,
+    capacity: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Pad ``graph`` (already capped at max_nodes / max_edges) into the fixed-shape dict."""
     n, e = graph.num_nodes, graph.edge_index.shape[1]
@@ -84,7 +100,6 @@ def pad_observation(
     edge_attr[:e] = graph.edge_attr
     edge_mask = np.zeros(max_edges, np.int8)
     edge_mask[:e] = 1
-    capacity = np.maximum(light.lane_length / _VEHICLE_SLOT, 1.0)
     lane_feats = np.stack([lanes.halting, lanes.count / capacity, lanes.waiting], axis=1)
     return {
         "nodes": nodes,

@@ -27,9 +27,20 @@ from tj_rl.scenario import Scenario
 from tj_rl.shield import derive_program
 from tj_rl.topology import LightTopology, NetTopology
 
-__all__ = ["COUNTERS", "SumoSession"]
+__all__ = ["COUNTERS", "SumoSession", "lane_stats"]
 
-LANE_VARS = (tc.LAST_STEP_VEHICLE_NUMBER, tc.LAST_STEP_VEHICLE_HALTING_NUMBER, tc.VAR_WAITING_TIME)
+
+def lane_stats(frame: VehicleFrame, n_lanes: int) -> LaneStats:
+    """Per-movement aggregates of the observed vehicles (within the observation radius): vehicles,
+    halting vehicles (speed < 0.1 m/s, SUMO's definition) and summed waiting time (s)."""
+    d = frame.data
+    move = d[:, 8].astype(np.int64)
+    count = np.bincount(move, minlength=n_lanes).astype(np.float32)
+    halting = np.bincount(move, weights=d[:, 2] < 0.1, minlength=n_lanes).astype(np.float32)
+    waiting = np.bincount(move, weights=d[:, 6], minlength=n_lanes).astype(np.float32)
+    return LaneStats(count=count, halting=halting, waiting=waiting)
+
+
 # SUMO's cumulative counters (simulation.getParameter("", "stats.<key>")), read once per decision:
 # exact counts over the whole interval, which per-step simulation variables would miss.
 COUNTERS: dict[str, str] = {
@@ -60,9 +71,6 @@ class SumoSession:
         self.metrics = metrics
         self.extra_args = extra_args
         self.workdir: Path | None = None
-        self.lanes = tuple(
-            dict.fromkeys(x for lt in topology.lights for x in (*lt.in_lanes, *lt.out_lanes))
-        )
 
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -97,10 +105,11 @@ class SumoSession:
                         VEHICLE_VARS,
                     )
                     self._check_program(light)
-                for lane in self.lanes:
-                    conn.lane.subscribe(lane, LANE_VARS)
                 conn.simulation.subscribe(SIM_VARS)
                 self._programs = 0
+                # libsumo keeps the previous simulation's subscription results until the first
+                # step; at the start time no vehicle has been inserted yet anyway
+                self._stepped = False
                 return float(conn.simulation.getTime())
         except SumoDiedError as exc:  # died while loading: SUMO refused the scenario
             stderr = self.backend.stderr_tail()
@@ -142,7 +151,16 @@ class SumoSession:
     def time(self) -> float:
         """Simulation time after the last step (from the simulation subscription: no round trip)."""
         with self._guard("simulation time"):
-            return float(self.backend.conn.simulation.getSubscriptionResults()[tc.VAR_TIME])
+            return float(self._sim_results()[tc.VAR_TIME])
+
+    def _sim_results(self) -> dict[int, float]:
+        sim = self.backend.conn.simulation
+        if self._stepped:
+            return sim.getSubscriptionResults()
+        return {
+            tc.VAR_TIME: sim.getTime(),
+            tc.VAR_MIN_EXPECTED_VEHICLES: sim.getMinExpectedNumber(),
+        }
 
     def apply_events(self, tls_id: str, events: list[tuple[float, str]], now: float) -> None:
         """Show the timed states ``events`` (absolute times, the first one ``now``) on a light.
@@ -169,25 +187,23 @@ class SumoSession:
     def step_to(self, t: float) -> None:
         with self._guard(f"simulationStep({t:g})"):
             self.backend.conn.simulationStep(t)
+        self._stepped = True
 
     def read_lights(self) -> dict[str, tuple[VehicleFrame, LaneStats]]:
-        """Vehicles and lane aggregates of every light from the last step's subscription results
-        (already delivered with the step: no round trip)."""
+        """Vehicles of every light from the last step's context subscriptions (delivered with the
+        step: no round trip), and per-movement lane aggregates computed from them."""
         with self._guard("subscription results"):
             conn = self.backend.conn
-            lanes = conn.lane.getAllSubscriptionResults()
             vehicles = {
-                lt.tls_id: conn.junction.getContextSubscriptionResults(lt.junction_id) or {}
+                lt.tls_id: (conn.junction.getContextSubscriptionResults(lt.junction_id) or {})
+                if self._stepped
+                else {}
                 for lt in self.topology.lights
             }
         out = {}
-        empty: dict[int, float] = {}
         for light in self.topology.lights:
             frame = frame_from_subscription(vehicles[light.tls_id], light.lane_table)
-            rows = [lanes.get(x, empty) for x in (*light.in_lanes, *light.out_lanes)]
-            a = np.array([[r.get(v, 0.0) for v in LANE_VARS] for r in rows], dtype=np.float32)
-            a = a.reshape(len(rows), len(LANE_VARS))
-            out[light.tls_id] = (frame, LaneStats(count=a[:, 0], halting=a[:, 1], waiting=a[:, 2]))
+            out[light.tls_id] = (frame, lane_stats(frame, light.n_in + light.n_out))
         return out
 
     def counters(self) -> dict[str, float]:
@@ -198,7 +214,7 @@ class SumoSession:
             out = {
                 name: float(sim.getParameter("", f"stats.{key}")) for name, key in COUNTERS.items()
             }
-            out["min_expected"] = float(sim.getSubscriptionResults()[tc.VAR_MIN_EXPECTED_VEHICLES])
+            out["min_expected"] = float(self._sim_results()[tc.VAR_MIN_EXPECTED_VEHICLES])
             return out
 
     def finish(self, *, mean_queue: float, vetoes: int) -> EpisodeMetrics | None:

@@ -44,6 +44,7 @@ class LightTopology:
     in_lanes: tuple[str, ...]
     out_lanes: tuple[str, ...]
     lane_length: np.ndarray  # float32 [n_in + n_out]
+    movement_length: np.ndarray  # float32 [n_in + n_out]: lane chain length per movement (m)
     lane_speed: np.ndarray  # float32 [n_in + n_out] speed limits (m/s)
     lane_table: dict[str, tuple[int, float]]  # lane id -> (movement, stop-line offset)
     green_links: np.ndarray  # bool [n_greens, n_links]
@@ -176,6 +177,18 @@ def _lane_table(
     return table
 
 
+def _movement_length(
+    net: sumolib.net.Net, table: dict[str, tuple[int, float]], n: int, n_in: int
+) -> np.ndarray:
+    """Length of road covered by each movement's lanes in the table (upstream: distance from the
+    farthest lane start to the stop line; downstream: from the stop line to the farthest lane end)."""
+    out = np.zeros(n, np.float32)
+    for lane_id, (mov, offset) in table.items():
+        reach = offset if mov < n_in else -offset + net.getLane(lane_id).getLength()
+        out[mov] = max(out[mov], reach)
+    return out
+
+
 def _light(
     net: sumolib.net.Net, tls, phases, *, yellow: float, all_red: float, reach: float
 ) -> LightTopology:
@@ -206,6 +219,7 @@ def _light(
         nodes, key=lambda n: (float(np.linalg.norm(np.array(n.getCoord()[:2]) - centre)), n.getID())
     )[0]
     lanes = [net.getLane(x) for x in (*in_lanes, *out_lanes)]
+    table = _lane_table(net, in_lanes, out_lanes, links, reach)
     in_idx = {lane: i for i, lane in enumerate(in_lanes)}
     out_idx = {lane: j for j, lane in enumerate(out_lanes)}
     green = np.array([[c in "Gg" for c in s] for s in program.greens], dtype=bool)
@@ -220,7 +234,8 @@ def _light(
         out_lanes=out_lanes,
         lane_length=np.array([x.getLength() for x in lanes], dtype=np.float32),
         lane_speed=np.array([x.getSpeed() for x in lanes], dtype=np.float32),
-        lane_table=_lane_table(net, in_lanes, out_lanes, links, reach),
+        lane_table=table,
+        movement_length=_movement_length(net, table, len(in_lanes) + len(out_lanes), len(in_lanes)),
         green_links=green,
         movement_pairs=tuple(dict.fromkeys((in_idx[a], out_idx[b]) for a, b, _ in vehicle_links)),
     )
