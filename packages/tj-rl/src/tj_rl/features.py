@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,16 @@ class VehicleFrame:
         return cls(tuple(ids), data)
 
 
+_SCALARS = itemgetter(
+    tc.VAR_SPEED,
+    tc.VAR_ACCELERATION,
+    tc.VAR_ANGLE,
+    tc.VAR_LANEPOSITION,
+    tc.VAR_WAITING_TIME,
+    tc.VAR_LENGTH,
+)
+
+
 def frame_from_subscription(
     results: Mapping[str, Mapping[int, Any]], lane_table: Mapping[str, tuple[int, float]]
 ) -> VehicleFrame:
@@ -115,30 +126,13 @@ def frame_from_subscription(
 
     Vehicles on lanes outside the light's lane table are dropped (they belong to no movement here).
     """
-    ids: list[str] = []
-    rows: list[tuple[float, ...]] = []
-    get = lane_table.get
-    for vid, d in results.items():
-        entry = get(d[tc.VAR_LANE_ID])
-        if entry is None:
-            continue
-        x, y = d[tc.VAR_POSITION]
-        ids.append(vid)
-        rows.append(
-            (
-                x,
-                y,
-                d[tc.VAR_SPEED],
-                d[tc.VAR_ACCELERATION],
-                d[tc.VAR_ANGLE],
-                d[tc.VAR_LANEPOSITION],
-                d[tc.VAR_WAITING_TIME],
-                d[tc.VAR_LENGTH],
-                entry[0],
-                entry[1],
-            )
-        )
-    return VehicleFrame(tuple(ids), np.array(rows, dtype=np.float64).reshape(len(rows), 10))
+    kept = [(vid, d) for vid, d in results.items() if d[tc.VAR_LANE_ID] in lane_table]
+    data = np.empty((len(kept), len(FRAME_COLUMNS)), np.float64)
+    if kept:
+        data[:, 0:2] = [d[tc.VAR_POSITION] for _, d in kept]
+        data[:, 2:8] = [_SCALARS(d) for _, d in kept]
+        data[:, 8:10] = [lane_table[d[tc.VAR_LANE_ID]] for _, d in kept]
+    return VehicleFrame(tuple(vid for vid, _ in kept), data)
 
 
 @dataclass(frozen=True, kw_only=True)

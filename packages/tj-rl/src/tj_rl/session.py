@@ -107,6 +107,7 @@ class SumoSession:
                     self._check_program(light)
                 conn.simulation.subscribe(SIM_VARS)
                 self._programs = 0
+                self._phase_cache: dict[tuple, list] = {}
                 # libsumo keeps the previous simulation's subscription results until the first
                 # step; at the start time no vehicle has been inserted yet anyway
                 self._stepped = False
@@ -178,8 +179,12 @@ class SumoSession:
                 tl.setRedYellowGreenState(tls_id, events[0][1])
             return
         times = [t for t, _ in events]
-        durations = [b - a for a, b in itertools.pairwise(times)] + [1e9]
-        phases = [tl.Phase(d, st) for d, (_, st) in zip(durations, events, strict=True)]
+        durations = (*(b - a for a, b in itertools.pairwise(times)), 1e9)
+        key = (durations, tuple(st for _, st in events))
+        phases = self._phase_cache.get(key)
+        if phases is None:  # a light has few distinct transitions: build each once
+            phases = [tl.Phase(d, st) for d, st in zip(*key, strict=True)]
+            self._phase_cache[key] = phases
         self._programs += 1
         with self._guard(f"setProgramLogic({tls_id})"):
             tl.setProgramLogic(tls_id, tl.Logic(f"tj-rl-{self._programs}", 0, 0, phases))
