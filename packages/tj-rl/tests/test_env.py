@@ -208,8 +208,8 @@ def test_rewards_by_name(default_sc: Scenario, reward: str) -> None:
 
 
 # ---------------------------------------------------------------- the shield inside SUMO
-@pytest.fixture(scope="module")
-def tls_logged_env(grid_sc: Scenario, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=["libsumo", "traci"])
+def tls_logged_env(grid_sc: Scenario, tmp_path_factory: pytest.TempPathFactory, request):
     """A grid env whose SUMO writes every light's state every second (SUMO's own SaveTLSStates)."""
     d = tmp_path_factory.mktemp("tls")
     ids = ["A0", "A1", "B0", "B1"]
@@ -218,14 +218,15 @@ def tls_logged_env(grid_sc: Scenario, tmp_path_factory: pytest.TempPathFactory):
     )
     (d / "tls.add.xml").write_text(f"<additional>{events}</additional>")
     sc = grid_sc.replace(end=90.0, additional_files=(d / "tls.add.xml",))
-    env = TrafficSignalEnv(
-        EnvConfig(metrics=False, delta_time=5.0, min_green=10.0, max_green=25.0), scenario=sc
+    cfg = EnvConfig(
+        backend=request.param, metrics=False, delta_time=5.0, min_green=10.0, max_green=25.0
     )
+    env = TrafficSignalEnv(cfg, scenario=sc)
     yield env, d
     env.close()
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
     actions=st.lists(st.lists(st.integers(0, 1), min_size=4, max_size=4), min_size=18, max_size=18)
 )

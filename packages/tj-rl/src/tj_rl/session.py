@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import traci.constants as tc
@@ -107,7 +108,7 @@ class SumoSession:
                     self._check_program(light)
                 conn.simulation.subscribe(SIM_VARS)
                 self._programs = 0
-                self._phase_cache: dict[tuple, list] = {}
+                self._logic_cache: dict[tuple, Any] = {}
                 # libsumo keeps the previous simulation's subscription results until the first
                 # step; at the start time no vehicle has been inserted yet anyway
                 self._stepped = False
@@ -181,13 +182,14 @@ class SumoSession:
         times = [t for t, _ in events]
         durations = (*(b - a for a, b in itertools.pairwise(times)), 1e9)
         key = (durations, tuple(st for _, st in events))
-        phases = self._phase_cache.get(key)
-        if phases is None:  # a light has few distinct transitions: build each once
+        logic = self._logic_cache.get(key)
+        if logic is None:  # a light has few distinct transitions: build each once
             phases = [tl.Phase(d, st) for d, st in zip(*key, strict=True)]
-            self._phase_cache[key] = phases
+            logic = self._logic_cache[key] = tl.Logic("tj-rl", 0, 0, phases)
         self._programs += 1
+        logic.programID = f"tj-rl-{self._programs}"
         with self._guard(f"setProgramLogic({tls_id})"):
-            tl.setProgramLogic(tls_id, tl.Logic(f"tj-rl-{self._programs}", 0, 0, phases))
+            tl.setProgramLogic(tls_id, logic)
 
     def step_to(self, t: float) -> None:
         with self._guard(f"simulationStep({t:g})"):

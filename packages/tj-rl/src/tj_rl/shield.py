@@ -102,7 +102,13 @@ class PhaseProgram:
         return "".join(out)
 
     def transition(self, i: int, j: int) -> tuple[tuple[float, str], ...]:
-        """(offset s, state) pairs from the switch decision until green j shows."""
+        """(offset s, state) pairs from the switch decision until green j shows (memoised)."""
+        cache = self.__dict__.setdefault("_transitions", {})
+        if (i, j) not in cache:
+            cache[(i, j)] = self._transition(i, j)
+        return cache[(i, j)]
+
+    def _transition(self, i: int, j: int) -> tuple[tuple[float, str], ...]:
         if i == j:
             return ()
         if not self.needs_clearance(i, j):
