@@ -156,3 +156,17 @@ def test_two_libsumo_envs_in_two_processes(default_sc: Scenario) -> None:
         k: v for k, v in rows[1].items() if not isinstance(v, float) or np.isfinite(v)
     }
     assert _zombies() == []
+
+
+def test_missing_libsumo_is_loud(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No silent fallback to traci when libsumo cannot be imported."""
+    import sys
+
+    from tj_rl import make_backend
+
+    monkeypatch.setitem(sys.modules, "libsumo", None)  # makes `import libsumo` fail
+    with pytest.raises(
+        ImportError, match=r"backend='libsumo' needs the libsumo wheel.*backend='traci'"
+    ):
+        make_backend("libsumo")
+    assert make_backend("traci").name == "traci"
