@@ -7,6 +7,7 @@ import itertools
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -160,3 +161,4 @@ def test_worker_killed_mid_recording_publishes_nothing(
     with pytest.raises(StoreError):
         GraphStore.open(tmp_path / "ds")
     assert mp.active_children() == []
+    assert list(Path(tempfile.gettempdir()).glob("tj-rl-record-*")) == []  # killed worker's files

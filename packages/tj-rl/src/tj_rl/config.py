@@ -49,6 +49,7 @@ class EnvConfig:
     metrics: bool = True
     warmup: float = 0.0
     sumo_args: tuple[str, ...] = ()
+    temp_dir: str | None = None  # where episode temp dirs go (None: the system default)
 
     def __post_init__(self) -> None:
         if self.backend not in ("libsumo", "traci"):

@@ -157,6 +157,7 @@ class TrafficSignalCore:
             obs_radius=self.config.obs_radius,
             metrics=self.config.metrics,
             extra_args=self.config.sumo_args,
+            temp_dir=self.config.temp_dir,
         )
         try:
             t0 = self._session.start(sumo_seed)

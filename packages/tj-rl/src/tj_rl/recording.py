@@ -13,9 +13,12 @@ and listed in ``metadata["truncated_episodes"]``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing as mp
 import queue as queue_mod
+import shutil
+import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -149,12 +152,15 @@ def record_dataset(
         "intersections": intersections,
         "node_features": list(NODE_FEATURES),
         "edge_features": list(EDGE_FEATURES),
-        "env": {k: v for k, v in asdict(config).items() if k != "reward"},
+        "env": {k: v for k, v in asdict(config).items() if k not in ("reward", "temp_dir")},
         "risk": asdict(risk),
         "policy": {"name": policy, "kwargs": dict(policy_kwargs or {})},
         "seeds": [int(s) for s in seeds],
         "streams": "each manifest episode is one (episode, intersection) stream in time order",
     }  # fmt: skip
+    # workers' episode dirs live here, so a killed worker's leftovers are removed with it
+    scratch = tempfile.mkdtemp(prefix="tj-rl-record-")
+    config = dataclasses.replace(config, temp_dir=scratch)
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue(maxsize=8 * workers)
     procs = [
@@ -209,4 +215,5 @@ def record_dataset(
                 p.terminate()
             p.join(timeout=30)
         out.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     return Path(out_path)

@@ -64,6 +64,7 @@ class SumoSession:
         obs_radius: float,
         metrics: bool,
         extra_args: tuple[str, ...] = (),
+        temp_dir: str | None = None,
     ) -> None:
         self.backend = backend
         self.scenario = scenario
@@ -71,6 +72,7 @@ class SumoSession:
         self.obs_radius = obs_radius
         self.metrics = metrics
         self.extra_args = extra_args
+        self.temp_dir = temp_dir
         self.workdir: Path | None = None
 
     @contextlib.contextmanager
@@ -90,7 +92,7 @@ class SumoSession:
 
     def start(self, seed: int) -> float:
         """Start SUMO, subscribe, check the live programs; return the start time."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="tj-rl-episode-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="tj-rl-episode-", dir=self.temp_dir))
         args = self.scenario.sumo_args(seed=seed) + list(self.extra_args)
         if self.metrics:
             args += metrics_args(self.workdir)
