@@ -1,0 +1,205 @@
+"""Baseline policies with the agents' interface, and ``evaluate`` (a per-episode metrics table).
+
+A policy sees the same observations as a learning agent (it reads the ``lanes`` and ``phase``
+features and respects ``action_mask``) plus the env's static topology at ``reset``:
+
+- ``fixed-time``: the net's own program: each green is held for its programmed duration (rounded up
+  to the decision interval), then the next green in program order.
+- ``max-pressure``: the feasible green with the largest sum over its green movements of
+  (vehicles on the incoming lane - vehicles on the outgoing lane).
+- ``greedy``: the feasible green serving the most halting vehicles (max queue).
+- ``random``: a uniformly random feasible green (benchmarks, exploration data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from tj_rl.config import COST_NAMES, EnvConfig
+from tj_rl.env import TrafficSignalCore
+from tj_rl.metrics import METRIC_NAMES
+from tj_rl.scenario import Scenario
+
+__all__ = [
+    "POLICIES",
+    "FixedTimePolicy",
+    "GreedyPolicy",
+    "MaxPressurePolicy",
+    "MetricsTable",
+    "Policy",
+    "RandomPolicy",
+    "evaluate",
+    "make_policy",
+]
+
+
+class Policy(Protocol):
+    def reset(self, env: TrafficSignalCore) -> None: ...
+    def compute_actions(
+        self, obs: Mapping[str, Any], infos: Mapping[str, Any]
+    ) -> dict[str, int]: ...
+
+
+def _best_feasible(scores: np.ndarray, mask: np.ndarray, current: int) -> int:
+    scores = np.where(mask.astype(bool), scores, -np.inf)
+    best = float(scores.max())
+    if mask[current] and scores[current] >= best:
+        return current  # keep the current green on ties: no needless clearance
+    return int(np.argmax(scores))
+
+
+def _current(obs: Mapping[str, np.ndarray], n: int) -> int:
+    return int(np.argmax(obs["phase"][:n]))
+
+
+class FixedTimePolicy:
+    def reset(self, env: TrafficSignalCore) -> None:
+        self.programs = {a: lt.program for a, lt in env.lights.items()}
+        self.max_green = env.config.max_green
+
+    def compute_actions(self, obs, infos):
+        out = {}
+        for agent, o in obs.items():
+            prog = self.programs[agent]
+            n = prog.n_greens
+            cur = _current(o, n)
+            in_clearance = bool(o["phase"][n])
+            t_green = float(o["phase"][n + 1]) * self.max_green
+            done = not in_clearance and t_green >= prog.durations[cur] - 1e-6
+            out[agent] = (cur + 1) % n if done else cur
+        return out
+
+
+class MaxPressurePolicy:
+    def reset(self, env: TrafficSignalCore) -> None:
+        self.moves = {a: lt.phase_movements() for a, lt in env.lights.items()}
+        self.capacity = dict(env.lane_capacity)
+
+    def compute_actions(self, obs, infos):
+        out = {}
+        for agent, o in obs.items():
+            moves = self.moves[agent]  # [P, n_in, n_out]
+            n_in = moves.shape[1]
+            count = o["lanes"][:, 1] * self.capacity[agent]
+            pressure = count[:n_in, None] - count[None, n_in:]  # [n_in, n_out]
+            scores = (moves * pressure[None]).sum(axis=(1, 2))
+            out[agent] = _best_feasible(scores, o["action_mask"], _current(o, moves.shape[0]))
+        return out
+
+
+class GreedyPolicy:
+    def reset(self, env: TrafficSignalCore) -> None:
+        self.serves = {a: lt.phase_movements().any(axis=2) for a, lt in env.lights.items()}
+
+    def compute_actions(self, obs, infos):
+        out = {}
+        for agent, o in obs.items():
+            serves = self.serves[agent]  # [P, n_in]
+            halting = o["lanes"][: serves.shape[1], 0]
+            scores = (serves * halting[None]).sum(axis=1)
+            out[agent] = _best_feasible(scores, o["action_mask"], _current(o, serves.shape[0]))
+        return out
+
+
+class RandomPolicy:
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, env: TrafficSignalCore) -> None:
+        pass
+
+    def compute_actions(self, obs, infos):
+        return {a: int(self.rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+
+
+POLICIES = {
+    "fixed-time": FixedTimePolicy,
+    "max-pressure": MaxPressurePolicy,
+    "greedy": GreedyPolicy,
+    "random": RandomPolicy,
+}
+
+
+def make_policy(name: str, **kwargs: Any) -> Policy:
+    """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``random``)."""
+    if name not in POLICIES:
+        raise ValueError(f"policy {name!r} unknown; choose one of {sorted(POLICIES)}")
+    return POLICIES[name](**kwargs)
+
+
+@dataclass
+class MetricsTable:
+    """Per-episode rows (SUMO metrics + return and cost sums) with mean / std summaries."""
+
+    policy: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, tuple[float, float]]:
+        keys = [
+            k
+            for k in (*METRIC_NAMES, "return", *(f"cost_{c}" for c in COST_NAMES))
+            if self.rows and k in self.rows[0]
+        ]
+        out = {}
+        for k in keys:
+            v = np.array([r[k] for r in self.rows], dtype=np.float64)
+            out[k] = (float(np.nanmean(v)), float(np.nanstd(v)) if len(v) > 1 else 0.0)
+        return out
+
+    def to_markdown(self) -> str:
+        s = self.summary()
+        lines = ["| metric | mean | std |", "|---|---|---|"]
+        lines += [f"| {k} | {m:.3f} | {sd:.3f} |" for k, (m, sd) in s.items()]
+        return "\n".join(lines)
+
+
+def evaluate(
+    scenario: Scenario,
+    policy: Policy | str,
+    episodes: int = 1,
+    seeds: Sequence[int] | None = None,
+    *,
+    config: EnvConfig | None = None,
+) -> MetricsTable:
+    """Run ``episodes`` full episodes of ``policy`` and return SUMO's metrics per episode."""
+    if episodes < 1:
+        raise ValueError(f"evaluate: episodes={episodes}, need >= 1")
+    seeds = list(seeds) if seeds is not None else [scenario.seed + i for i in range(episodes)]
+    if len(seeds) != episodes:
+        raise ValueError(f"evaluate: {len(seeds)} seeds for {episodes} episodes")
+    name = policy if isinstance(policy, str) else type(policy).__name__
+    pol = make_policy(policy) if isinstance(policy, str) else policy
+    cfg = config if config is not None else EnvConfig()
+    if not cfg.metrics:
+        raise ValueError("evaluate needs EnvConfig(metrics=True): metrics come from SUMO's outputs")
+    env = TrafficSignalCore(cfg, scenario=scenario)
+    table = MetricsTable(policy=name)
+    try:
+        for ep, seed in enumerate(seeds):
+            table.rows.append(_episode(env, pol, ep, int(seed)))
+    finally:
+        env.close()
+    return table
+
+
+def _episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
+    obs, infos = env.reset(seed=seed)
+    pol.reset(env)
+    ret, costs = 0.0, np.zeros(len(COST_NAMES))
+    while True:
+        obs, rew, _term, trunc, infos = env.step(pol.compute_actions(obs, infos))
+        ret += sum(rew.values())
+        costs += sum(np.asarray(i["costs"]) for i in infos.values())
+        if trunc["__all__"]:
+            break
+    last = next(iter(infos.values()))
+    row: dict[str, Any] = {"episode": ep, "seed": seed, "status": last.get("truncated_reason", "")}
+    row.update(last.get("episode") or dict.fromkeys(METRIC_NAMES, math.nan))
+    row["return"] = ret
+    row.update({f"cost_{c}": float(v) for c, v in zip(COST_NAMES, costs, strict=True)})
+    return row

@@ -1,0 +1,82 @@
+"""``EnvConfig``: every knob of ``TrafficSignalEnv`` with the common benchmark defaults.
+
+10 s decisions and 3 s yellow follow the usual traffic-signal RL protocol (sumo-rl, RESCO); all-red,
+min green and max green are the shield's; padding sizes fix the observation shapes for RLlib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tj_rl.backends import BackendName
+from tj_rl.features import GraphConfig
+
+__all__ = ["COST_NAMES", "EnvConfig"]
+
+# Named safety costs returned per agent and step in info["costs"] (see README, "Costs").
+COST_NAMES: tuple[str, ...] = (
+    "veto",
+    "low_ttc",
+    "hard_braking",
+    "emergency_braking",
+    "teleport",
+    "collision",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig:
+    """Configuration of ``TrafficSignalEnv`` (seconds, metres, m/s^2)."""
+
+    backend: BackendName = "libsumo"
+    delta_time: float = 10.0
+    yellow_time: float = 3.0
+    all_red_time: float = 2.0
+    min_green: float = 10.0
+    max_green: float = 60.0
+    reward: str | Callable[[], Any] = "diff-waiting-time"
+    obs_radius: float = 100.0
+    max_nodes: int = 64
+    max_edges: int = 256
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    ttc_threshold: float = 2.0
+    hard_brake_decel: float = 4.5
+    cost_weights: Mapping[str, float] = field(
+        default_factory=lambda: dict.fromkeys(COST_NAMES, 1.0)
+    )
+    metrics: bool = True
+    warmup: float = 0.0
+    sumo_args: tuple[str, ...] = ()
+    temp_dir: str | None = None  # where episode temp dirs go (None: the system default)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("libsumo", "traci"):
+            raise ValueError(f"EnvConfig.backend: {self.backend!r}, expected 'libsumo' or 'traci'")
+        for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel"):
+            if not float(getattr(self, name)) > 0:
+                raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")
+        for name in ("yellow_time", "all_red_time", "min_green", "warmup"):
+            if float(getattr(self, name)) < 0:
+                raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be >= 0")
+        if not self.max_green > self.min_green:
+            raise ValueError(
+                f"EnvConfig.max_green: {self.max_green} must exceed min_green {self.min_green}"
+            )
+        for name in ("max_nodes", "max_edges"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"EnvConfig.{name}: {value!r}, padding size must be an int >= 1")
+        unknown = set(self.cost_weights) - set(COST_NAMES)
+        if unknown:
+            raise ValueError(
+                f"EnvConfig.cost_weights: unknown cost(s) {sorted(unknown)}; known {COST_NAMES}"
+            )
+        weights = dict.fromkeys(COST_NAMES, 0.0) | {
+            k: float(v) for k, v in self.cost_weights.items()
+        }
+        object.__setattr__(self, "cost_weights", weights)  # a plain dict: picklable for workers
+        if not (isinstance(self.reward, str) or callable(self.reward)):
+            raise ValueError(f"EnvConfig.reward: {self.reward!r}, expected a name or a factory")
+        object.__setattr__(self, "sumo_args", tuple(str(a) for a in self.sumo_args))

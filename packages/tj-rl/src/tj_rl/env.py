@@ -1,0 +1,374 @@
+"""``TrafficSignalCore``: the traffic-signal environment, one agent per controlled traffic light.
+
+It has the multi-agent API of RLlib's ``MultiAgentEnv`` (dicts keyed by agent id, ``__all__`` in the
+done dicts, ``observation_spaces`` / ``action_spaces``) without importing Ray: evaluation and
+recording processes use it directly and save Ray's ~160 MB and seconds of import per process.
+``tj_rl.TrafficSignalEnv`` is the same class with RLlib's ``MultiAgentEnv`` base.
+
+Each ``step`` is one decision interval (``delta_time`` s of simulated time). Every agent picks a green
+phase; the shield applies it or vetoes it, then the env advances SUMO straight to each time at which
+some light must change (yellow, all-red, green) and on to the next decision time, so vehicle states
+are read only at decision steps. Observations follow DESIGN "RL observation" (``observation.py``).
+
+Episodes end by truncation at the scenario's ``end``, or when SUMO dies: then the step returns
+truncated for every agent with ``info["truncated_reason"]``, and the next ``reset`` starts a fresh
+SUMO. ``close`` is idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from tj_rl.backends import make_backend
+from tj_rl.config import COST_NAMES, EnvConfig
+from tj_rl.errors import SumoDiedError
+from tj_rl.features import VehicleFrame, VehicleGraph, build_graphs
+from tj_rl.metrics import EpisodeMetrics
+from tj_rl.observation import lane_capacity, observation_space, pad_observation, phase_features
+from tj_rl.rewards import LaneStats, RewardInput, make_reward
+from tj_rl.scenario import Scenario
+from tj_rl.session import SumoSession
+from tj_rl.shield import Decision, SafetyShield
+from tj_rl.topology import read_topology
+
+__all__ = ["TrafficSignalCore"]
+
+log = logging.getLogger(__name__)
+_EPS = 1e-6
+
+
+def _split_env_config(config: Mapping[str, Any]) -> tuple[Scenario | str | Path | None, EnvConfig]:
+    """RLlib passes one dict (``env_config``): ``scenario`` plus ``EnvConfig`` fields."""
+    data = dict(config)
+    scenario = data.pop("scenario", None)
+    known = set(EnvConfig.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"env_config: unknown key(s) {unknown}; known: scenario, {sorted(known)}")
+    return scenario, EnvConfig(**data)
+
+
+class TrafficSignalCore:
+    """Multi-agent traffic-signal control on a SUMO ``Scenario`` (one agent per controlled light)."""
+
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium convention
+
+    def __init__(
+        self,
+        config: EnvConfig | Mapping[str, Any] | None = None,
+        *,
+        scenario: Scenario | str | Path | None = None,
+    ) -> None:
+        if isinstance(config, Mapping):
+            from_cfg, config = _split_env_config(config)
+            scenario = scenario if scenario is not None else from_cfg
+        self.config = config if config is not None else EnvConfig()
+        if scenario is None:
+            from tj_rl.builder import default_scenario
+
+            scenario = default_scenario()
+        elif not isinstance(scenario, Scenario):
+            scenario = Scenario.from_sumocfg(scenario)
+        self.scenario = scenario
+        cfg = self.config
+        for name in ("delta_time", "yellow_time", "all_red_time"):
+            value = getattr(cfg, name) / scenario.step_length
+            if abs(value - round(value)) > 1e-6:
+                raise ValueError(
+                    f"EnvConfig.{name}: {getattr(cfg, name)} s is not a multiple of the scenario's "
+                    f"step length {scenario.step_length} s"
+                )
+        self.topology = read_topology(
+            scenario,
+            yellow_time=cfg.yellow_time,
+            all_red_time=cfg.all_red_time,
+            reach=cfg.obs_radius + 50.0,
+        )
+        self.lights = {lt.tls_id: lt for lt in self.topology.lights}
+        self.possible_agents = list(self.lights)
+        self.agents = list(self.possible_agents)
+        self.observation_spaces = {
+            a: observation_space(lt, cfg.max_nodes, cfg.max_edges) for a, lt in self.lights.items()
+        }
+        self.action_spaces = {
+            a: spaces.Discrete(lt.program.n_greens) for a, lt in self.lights.items()
+        }
+        self.shields = {
+            a: SafetyShield(lt.program, min_green=cfg.min_green, max_green=cfg.max_green)
+            for a, lt in self.lights.items()
+        }
+        self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
+        self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
+        self._session: SumoSession | None = None
+        self._backend = make_backend(cfg.backend)
+        self._episode = -1
+        self._t = scenario.begin
+        self._last_obs: dict[str, dict[str, np.ndarray]] = {}
+        self._rewards = {a: make_reward(cfg.reward) for a in self.lights}
+        self._counters: dict[str, float] = {}
+        self._queue_sum, self._queue_n = 0.0, 0
+        self._rng = np.random.default_rng(scenario.seed)
+        self.last_episode_metrics: EpisodeMetrics | None = None
+        # raw vehicle states of the last decision step per light (recording builds uncapped graphs)
+        self.last_frames: dict[str, VehicleFrame] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def get_observation_space(self, agent_id: str) -> spaces.Space:
+        return self.observation_spaces[agent_id]
+
+    def get_action_space(self, agent_id: str) -> spaces.Space:
+        return self.action_spaces[agent_id]
+
+    def render(self) -> None:
+        """No rendering (use sumo-gui on the scenario's ``.sumocfg`` to watch it)."""
+
+    @property
+    def sim_time(self) -> float:
+        return self._t
+
+    @property
+    def backend(self):
+        return self._backend
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        del options
+        self._close_session()
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            sumo_seed = int(seed)
+        elif self._episode < 0:
+            sumo_seed = self.scenario.seed
+        else:
+            sumo_seed = int(self._rng.integers(0, 2**31 - 1))
+        self._episode += 1
+        self.agents = list(self.possible_agents)
+        self._session = SumoSession(
+            self._backend,
+            self.scenario,
+            self.topology,
+            obs_radius=self.config.obs_radius,
+            metrics=self.config.metrics,
+            extra_args=self.config.sumo_args,
+            temp_dir=self.config.temp_dir,
+        )
+        try:
+            t0 = self._session.start(sumo_seed)
+        except BaseException:
+            self._session = None
+            raise
+        self._t = t0
+        for shield in self.shields.values():
+            shield.reset(t0)
+        self._advance(t0 + self.config.warmup)
+        self._counters = self._session.counters()
+        self._queue_sum, self._queue_n = 0.0, 0
+        obs, infos = {}, {}
+        for agent, (_graph, inp, o) in self._observe_all().items():
+            self._rewards[agent].reset(inp)
+            obs[agent] = o
+            infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
+        self._last_obs = obs
+        return obs, infos
+
+    def close(self) -> None:
+        """Stop SUMO and remove temp files; safe to call any number of times."""
+        self._close_session()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.close()
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    # ------------------------------------------------------------------ stepping
+    def _advance(self, t_end: float) -> None:
+        """Push the shields' new timed states into SUMO, then step once to ``t_end``."""
+        session = self._session
+        assert session is not None
+        now = self._t
+        for agent, shield in self.shields.items():
+            events = shield.pop_events(math.inf)
+            if events:
+                session.apply_events(agent, events, now)
+        if t_end > now + _EPS:
+            session.step_to(t_end)
+        self._t = session.time
+
+    def _check_actions(self, action_dict: Mapping[str, Any]) -> dict[str, int]:
+        out = {}
+        for agent, action in action_dict.items():
+            if agent not in self.action_spaces:
+                raise ValueError(
+                    f"action for unknown agent {agent!r}; agents are {self.possible_agents}"
+                )
+            space = self.action_spaces[agent]
+            try:
+                value = int(np.asarray(action).item())
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"agent {agent!r}: action {action!r} is not an integer of {space}"
+                ) from exc
+            if value != np.asarray(action).item() or not space.contains(value):
+                raise ValueError(
+                    f"agent {agent!r}: action {action!r} outside its action space {space}"
+                )
+            out[agent] = value
+        return out
+
+    def step(self, action_dict: Mapping[str, Any]):
+        if self._session is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.step() before reset() or after the episode ended"
+            )
+        actions = self._check_actions(action_dict)
+        decisions: dict[str, Decision] = {}
+        for agent, shield in self.shields.items():
+            decisions[agent] = shield.decide(self._t, actions.get(agent, shield.current))
+        try:
+            self._advance(self._t + self.config.delta_time)
+            counters = self._session.counters()
+            obs, rewards, infos = {}, {}, {}
+            queue = 0.0
+            for agent, (graph, inp, obs[agent]) in self._observe_all().items():
+                light = self.lights[agent]
+                rewards[agent] = float(self._rewards[agent](inp))
+                queue += float(inp.lanes.halting[: light.n_in].sum())
+                infos[agent] = self._info(agent, decisions[agent], graph, inp, counters)
+        except SumoDiedError as exc:
+            return self._died(exc, decisions)
+        self._queue_sum += queue
+        self._queue_n += 1
+        system = self._system(counters, queue)
+        for info in infos.values():
+            info["system"] = system
+        self._counters = counters
+        self._last_obs = obs
+        done = self._t >= self.scenario.end - _EPS
+        if done:
+            self._end_episode(infos)
+        terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}
+        truncateds = dict.fromkeys(self.lights, done) | {"__all__": done}
+        return obs, rewards, terminateds, truncateds, infos
+
+    # ------------------------------------------------------------------ pieces
+    def _observe_all(self) -> dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]]:
+        """Graph, reward input and padded observation of every light at the current step."""
+        assert self._session is not None
+        cfg = self.config
+        reads = self._session.read_lights()
+        agents = list(self.lights)
+        for agent in agents:
+            self.last_frames[agent] = reads[agent][0]
+        graphs = build_graphs(
+            [reads[a][0] for a in agents],
+            [self.lights[a].centre for a in agents],
+            cfg.graph,
+            max_nodes=cfg.max_nodes,
+            max_edges=cfg.max_edges,
+        )
+        return {a: self._observe(a, g, reads[a][1]) for a, g in zip(agents, graphs, strict=True)}
+
+    def _observe(self, agent: str, graph: VehicleGraph, lanes: LaneStats):
+        light, shield, cfg = self.lights[agent], self.shields[agent], self.config
+        t = self._t
+        phase = phase_features(
+            light,
+            shield.current,
+            shield.in_clearance(t),
+            shield.time_in_green(t),
+            cfg.min_green,
+            cfg.max_green,
+        )
+        obs = pad_observation(
+            graph,
+            light,
+            lanes,
+            phase,
+            shield.mask(t),
+            cfg.max_nodes,
+            cfg.max_edges,
+            self.lane_capacity[agent],
+        )
+        return graph, RewardInput(light=light, lanes=lanes, graph=graph), obs
+
+    def _info(self, agent, decision, graph, inp, counters) -> dict[str, Any]:
+        cfg = self.config
+        low_ttc = np.zeros(graph.num_nodes, dtype=bool)
+        low_ttc[graph.edge_index[1, graph.edge_attr[:, 3] > 1.0 / cfg.ttc_threshold]] = True
+        costs = np.array(
+            [
+                float(decision.vetoed),
+                float(low_ttc.sum()),
+                float((graph.x[:, 3] < -cfg.hard_brake_decel).sum()),
+                counters["emergency_braking"] - self._counters["emergency_braking"],
+                counters["teleports"] - self._counters["teleports"],
+                counters["collisions"] - self._counters["collisions"],
+            ],
+            dtype=np.float32,
+        )
+        return {
+            "sim_time": self._t,
+            "requested_action": decision.requested,
+            "applied_action": decision.applied,
+            "vetoed": decision.vetoed,
+            "veto_reason": decision.reason,
+            "vetoes_total": self.shields[agent].vetoes,
+            "costs": costs,
+            "cost": float(costs @ self._cost_w),
+            "overflow_nodes": graph.dropped_nodes,
+            "overflow_edges": graph.dropped_edges,
+            "num_vehicles": graph.num_nodes + graph.dropped_nodes,
+        }
+
+    def _system(self, counters: Mapping[str, float], queue: float) -> dict[str, float]:
+        prev = self._counters
+        return {
+            "min_expected_vehicles": counters["min_expected"],
+            "queue": queue,
+            **{k: counters[k] - prev[k] for k in ("teleports", "collisions", "emergency_braking")},
+        }
+
+    def _end_episode(self, infos: dict[str, dict[str, Any]]) -> None:
+        assert self._session is not None
+        mean_queue = self._queue_sum / max(self._queue_n, 1)
+        vetoes = sum(s.vetoes for s in self.shields.values())
+        try:
+            metrics = self._session.finish(mean_queue=mean_queue, vetoes=vetoes)
+        finally:
+            self._session = None
+        self.last_episode_metrics = metrics
+        for info in infos.values():
+            info["truncated_reason"] = "time_limit"
+            if metrics is not None:
+                info["episode"] = metrics.as_dict()
+
+    def _died(self, exc: SumoDiedError, decisions: Mapping[str, Decision]):
+        log.warning("SUMO died mid-episode %d at t=%.1f: %s", self._episode, self._t, exc)
+        self._close_session()
+        reason = f"sumo_died: {exc}"
+        infos = {
+            a: {
+                "sim_time": self._t,
+                "truncated_reason": reason,
+                "applied_action": d.applied,
+                "vetoed": d.vetoed,
+                "costs": np.zeros(len(COST_NAMES), np.float32),
+                "cost": 0.0,
+            }
+            for a, d in decisions.items()
+        }
+        rewards = dict.fromkeys(self.lights, 0.0)
+        terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}
+        truncateds = dict.fromkeys(self.lights, True) | {"__all__": True}
+        return dict(self._last_obs), rewards, terminateds, truncateds, infos

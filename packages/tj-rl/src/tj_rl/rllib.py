@@ -1,0 +1,34 @@
+"""``TrafficSignalEnv``: ``TrafficSignalCore`` with RLlib's ``MultiAgentEnv`` base class.
+
+Importing this module imports Ray RLlib (seconds and ~160 MB per process), so ``tj_rl`` loads it only
+when ``tj_rl.TrafficSignalEnv`` is first used. Give the class to RLlib directly:
+``config.environment(TrafficSignalEnv, env_config={"scenario": "path/to.sumocfg", "backend": ...})``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+from tj_rl.config import EnvConfig
+from tj_rl.env import TrafficSignalCore
+from tj_rl.scenario import Scenario
+
+__all__ = ["TrafficSignalEnv"]
+
+
+class TrafficSignalEnv(TrafficSignalCore, MultiAgentEnv):
+    """RLlib ``MultiAgentEnv``: one agent per controlled light, per-agent Dict observation spaces."""
+
+    def __init__(
+        self,
+        config: EnvConfig | Mapping[str, Any] | None = None,
+        *,
+        scenario: Scenario | str | Path | None = None,
+    ) -> None:
+        TrafficSignalCore.__init__(self, config, scenario=scenario)
+        MultiAgentEnv.__init__(self)
+        self._agent_ids = set(self.possible_agents)

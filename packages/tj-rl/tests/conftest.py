@@ -1,0 +1,67 @@
+"""Shared fixtures: the embedded default scenario and a small generated grid, both cut short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tj_rl import Scenario, SyntheticSpec, build_scenario, default_scenario
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="session")
+def default_sc() -> Scenario:
+    """The embedded default scenario (one light, 4 green phases), 2 minutes long."""
+    return default_scenario(REPO / "configs/scenarios/default/default.sumocfg").replace(end=120.0)
+
+
+@pytest.fixture(scope="session")
+def grid_sc(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    """A 2x2 grid of lights (2 green phases each), 2 minutes of dense demand."""
+    spec = SyntheticSpec(
+        kind="grid",
+        rows=2,
+        cols=2,
+        lanes=1,
+        turn_lanes=0,
+        edge_length=150.0,
+        attach_length=100.0,
+        duration=300.0,
+        rates=(1500.0,),
+        seed=3,
+        name="grid",
+    )
+    return build_scenario(spec, tmp_path_factory.mktemp("grid")).replace(end=120.0)
+
+
+def _check_safe(
+    states: list[str], greens: tuple[str, ...], *, yellow: int, all_red: int, min_green: int
+) -> None:
+    """Per-second light states are safe: every link leaves green through exactly ``yellow`` s of
+    yellow; a link turns green only after ``all_red`` s without any yellow; every green phase
+    (not cut by the episode's start or end) lasts at least ``min_green`` s."""
+    n = len(states)
+    for k in range(1, n):
+        a, b = states[k - 1], states[k]
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x in "Gg" and y not in "Gg":
+                assert y == "y", f"t={k}: link {i} {x}->{y} without yellow"
+                span = range(min(yellow, n - k))
+                assert all(states[k + j][i] == "y" for j in span), f"t={k}: short yellow"
+            if x not in "Gg" and y in "Gg":
+                assert x != "y", f"t={k}: link {i} yellow->green"
+                window = states[max(0, k - all_red) : k]
+                assert all("y" not in s for s in window), f"t={k}: green within all-red"
+    start = 0
+    for k in range(1, n + 1):
+        if k == n or states[k] != states[start]:
+            if states[start] in greens and start > 0 and k < n:
+                assert k - start >= min_green, f"green {states[start]} for {k - start} s at {start}"
+            start = k
+
+
+@pytest.fixture(scope="session")
+def check_safe():
+    return _check_safe
