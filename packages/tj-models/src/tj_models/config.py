@@ -179,14 +179,15 @@ class ControllerConfig:
     value_hidden: int = 512
     logit_cap: float = 30.0  # logits are soft-capped to (-cap, cap) so masking stays exact
     delay_scale: float = 60.0  # s: waiting time is divided by this in the influence score
-    time_scale: float = 60.0
+    speed_scale: float = 10.0  # m/s
+    time_scale: float = 60.0  # s: time_in_phase is divided by this
     dropout: float = 0.0
     debug: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "hidden_dim", "heads", "num_layers", "ffn_mult", "value_hidden")
         _divisible(self, "hidden_dim", "heads")
-        _positive_float(self, "delay_scale", "time_scale")
+        _positive_float(self, "delay_scale", "speed_scale", "time_scale")
         if not 0 < self.logit_cap <= 1000:
             raise ValueError(
                 f"ControllerConfig.logit_cap must be in (0, 1000], got {self.logit_cap}"
@@ -202,13 +203,14 @@ class ShieldConfig:
     action_dim: int = 128
     movement_dim: int = 32
     num_layers: int = 2
-    time_scale: float = 60.0
+    time_scale: float = 60.0  # s
+    count_scale: float = 10.0  # vehicles
     nonnegative: bool = True  # softplus output: safety costs are >= 0
     debug: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "hidden_dim", "action_dim", "movement_dim", "num_layers")
-        _positive_float(self, "time_scale")
+        _positive_float(self, "time_scale", "count_scale")
 
 
 @dataclass(kw_only=True, frozen=True)

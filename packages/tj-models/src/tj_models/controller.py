@@ -171,7 +171,7 @@ class Controller(nn.Module):
         mask = resolve_action_mask(action_mask, g, a)
         risk_p = torch.sigmoid(encoded.risk_logit.float())
         delay = (g.x[:, layout.waiting_time] / c.delay_scale).clamp(min=0.0)
-        speed = g.x[:, layout.speed] / 10.0
+        speed = g.x[:, layout.speed] / c.speed_scale
         feats = torch.cat([encoded.node, risk_p[:, None], delay[:, None], speed[:, None]], dim=-1)
         u = self.vehicle(feats)
         learned = F.softplus(self.influence_mlp(feats).float().squeeze(-1))

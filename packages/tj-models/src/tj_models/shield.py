@@ -69,7 +69,7 @@ class SafetyShield(nn.Module):
         mov = movement_pool(self.movement_proj(h), g.movement, g.batch, b, m)
         mov_risk = movement_pool(risk[:, None], g.movement, g.batch, b, m).squeeze(-1)
         risk_stats = graph_pool(risk[:, None], g.batch, b)  # mean and max p(risk)
-        count = g.counts().float()[:, None] / 10.0
+        count = g.counts().float()[:, None] / c.count_scale
         tip = g.time_in_phase.clamp(min=0.0)
         time_feats = torch.stack(
             [tip / c.time_scale, torch.log1p(tip) / math.log1p(c.time_scale)], -1

@@ -130,7 +130,12 @@ class WorldModel(nn.Module):
                     f"window step {index}: `{name}` must be a tensor of shape [B={num_graphs}] "
                     f"(the rollout is conditioned on the recorded signal state), got {got}"
                 )
-        return phase.long(), tip.float()  # type: ignore[union-attr]
+        phase = phase.long()  # type: ignore[union-attr]
+        if num_graphs and not bool(((phase >= -1) & (phase < self.max_actions)).all()):
+            raise InvalidGraphError(
+                f"window step {index}: `phase` must be in [-1, max_actions={self.max_actions})"
+            )
+        return phase, tip.float()  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ pieces
     def _summary(self, g: GraphInput, h: Tensor, active: Tensor | None) -> tuple[Tensor, Tensor]:
