@@ -18,7 +18,9 @@ from tj_models import TrafficAgent, shield_cost_loss, world_model_loss
 
 @pytest.fixture
 def gloo_group(tmp_path: Path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
     try:
         yield
     finally:

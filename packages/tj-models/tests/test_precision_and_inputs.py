@@ -85,3 +85,15 @@ def test_other_float_input_dtypes_are_cast(tiny_agent: TrafficAgent, steps, mini
     m = dataclasses.replace(m, x=m.x.to(dtype), edge_attr=m.edge_attr.to(dtype))
     out = tiny_agent.policy(m)
     assert out.raw_logits.dtype == torch.float32 and torch.isfinite(out.raw_logits).all()
+
+
+def test_rl_style_one_hot_phase_and_column_time(tiny_agent: TrafficAgent, steps, mini) -> None:
+    """The RL observation may carry the phase one-hot [B, A] and time in phase as [B, 1]."""
+    m = mini(steps[0])
+    one_hot = torch.nn.functional.one_hot(m.phase, 4).float()
+    one_hot[0] = 0.0  # no current green phase (e.g. during a yellow)
+    rl = dataclasses.replace(m, phase=one_hot, time_in_phase=m.time_in_phase[:, None])
+    index = dataclasses.replace(m, phase=torch.cat([torch.tensor([-1]), m.phase[1:]]))
+    agent = tiny_agent.eval()
+    with torch.no_grad():
+        assert torch.equal(agent.policy(rl).logits, agent.policy(index).logits)

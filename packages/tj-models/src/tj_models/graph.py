@@ -94,6 +94,16 @@ def _int_vector(name: str, t: Tensor, length: int | None, what: str) -> Tensor:
     return t.long()
 
 
+def _phase_index(phase: Tensor, b: int) -> Tensor:
+    """``[B]`` phase index from an index vector or a one-hot ``[B, A]`` (an all-zero row is -1)."""
+    if phase.dim() == 2 and phase.shape[0] == b:
+        hot = phase > 0.5 if phase.is_floating_point() else phase.bool()
+        return torch.where(
+            hot.any(-1), hot.long().argmax(-1), torch.full_like(hot[:, 0], -1, dtype=torch.long)
+        )
+    return _int_vector("phase", phase, b, f"B={b} (index) or [B, A] (one-hot)")
+
+
 def read_graph(
     obj: Any,
     *,
@@ -155,9 +165,11 @@ def read_graph(
         vehicle_id = _int_vector("vehicle_id", vehicle_id, n, f"N={n}")
     phase = _field(obj, "phase", need_signal)
     if phase is not None:
-        phase = _int_vector("phase", phase, b, f"B={b}")
+        phase = _phase_index(phase, b)
     time_in_phase = _field(obj, "time_in_phase", need_signal)
     if time_in_phase is not None:
+        if time_in_phase.dim() == 2 and time_in_phase.shape[1] == 1:
+            time_in_phase = time_in_phase.squeeze(1)
         if time_in_phase.dim() != 1 or time_in_phase.shape[0] != b:
             raise InvalidGraphError(
                 f"`time_in_phase` must have shape [B={b}], got {tuple(time_in_phase.shape)}"
@@ -204,14 +216,12 @@ def _check_values(
 ) -> None:
     """All value checks in one device sync; raise naming the first failed check."""
     b = ptr.numel() - 1
-    checks: list[tuple[str, Tensor]] = []
     true = torch.ones((), dtype=torch.bool, device=ptr.device)
     diffs = ptr[1:] - ptr[:-1]
-    checks.append(("`ptr` must start at 0, end at N and never decrease", true))
-    ok_ptr = (ptr[0] == 0) & (ptr[-1] == n)
-    if b:
-        ok_ptr = ok_ptr & (diffs >= 0).all()
-    checks[-1] = (checks[-1][0] + f" (N={n})", ok_ptr)
+    ok_ptr = (ptr[0] == 0) & (ptr[-1] == n) & ((diffs >= 0).all() if b else true)
+    checks: list[tuple[str, Tensor]] = [
+        (f"`ptr` must start at 0, end at N={n} and never decrease", ok_ptr)
+    ]
     if n:
         in_range = (batch >= 0).all() & (batch < b).all()
         ordered = (batch[1:] >= batch[:-1]).all() if n > 1 else true

@@ -173,6 +173,7 @@ class WorldModel(nn.Module):
         n, d = last.num_nodes, nodes[-1].shape[-1]
         maxima = [g.vehicle_id.max() for g in graphs if g.vehicle_id is not None and g.num_nodes]
         key_base = int(torch.stack(maxima).max()) + 1 if maxima else 1
+        # matching the last step against itself rejects duplicate ids before they mislead the match
         match_nodes(last.batch, last.vehicle_id, last.batch, last.vehicle_id, key_base=key_base)
         seq = []
         for t, (g, h) in enumerate(zip(graphs, nodes, strict=True)):
