@@ -271,6 +271,18 @@ def main() -> None:
         )
 
 
+def _cpu_name() -> str:
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _ckpt_ratio(results: list[dict], device: str, size: str, key: str, reps: int) -> float:
     """Median over reps of (with checkpointing) / (without), both measured in the same rep."""
     ratios = []
@@ -289,8 +301,6 @@ def _ckpt_ratio(results: list[dict], device: str, size: str, key: str, reps: int
 def _report(
     results: list[dict], devices: list[str], sizes: list[str], comps: list[str], args
 ) -> None:
-    import platform
-
     import torch
 
     def med(device: str, size: str, comp: str, key: str) -> float:
@@ -301,10 +311,11 @@ def _report(
         )
 
     threads = results[0]["torch_threads"]
+    vehicles = statistics.mean(r["vehicles_per_step"] for r in results)
     print(
-        f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
-        f"torch {torch.__version__}, {threads} intra-op thread(s); median of {args.reps} interleaved reps, "
-        f"{args.iters} timed fwd+bwd steps each; batch = {args.graphs} graphs of ~{args.vehicles:g} vehicles "
+        f"\nmachine: {_cpu_name()}, {os.cpu_count()} logical CPUs, torch {torch.__version__}, "
+        f"{threads} intra-op thread(s); median of {args.reps} interleaved reps, {args.iters} timed "
+        f"fwd+bwd steps each; batch = {args.graphs} graphs of {vehicles:.1f} vehicles on average "
         f"(world model: windows of {args.input_steps} input steps + 1 target)\n"
     )
     head = "| size | component | params | CPU samples/s | CPU peak USS delta (MB) |"

@@ -26,7 +26,7 @@ def test_tiny_world_model_overfits_a_fixed_window_set() -> None:
     params = agent.freeze_for_phase(1)
     opt = torch.optim.Adam(params, lr=3e-3)
     history = []
-    for _ in range(160):
+    for _ in range(200):
         out = agent.predict(
             steps, input_steps=4, horizon=2
         )  # horizon 2: the rollout is trained too
