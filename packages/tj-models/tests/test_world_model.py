@@ -168,3 +168,28 @@ def test_cuda_fp16_autocast_with_grad_scaler(steps) -> None:
     with torch.autocast("cuda", dtype=torch.float16):
         pol = agent.policy(window[0])
     assert pol.logits.dtype == torch.float32 and torch.isfinite(pol.logits).all()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"use_signal_state": False}, {"physics_prior": False}],
+    ids=["no-signal", "no-prior"],
+)
+def test_world_model_variants(steps, mini, changes) -> None:
+    import dataclasses
+
+    from tj_models import TrafficAgentConfig
+
+    base = TrafficAgentConfig.preset("tiny")
+    agent = TrafficAgent(
+        dataclasses.replace(base, world_model=dataclasses.replace(base.world_model, **changes))
+    )
+    window = [mini(s) for s in steps]
+    if not agent.world_model.config.use_signal_state:  # the signal state is then not needed at all
+        window = [dataclasses.replace(s, phase=None, time_in_phase=None) for s in window]
+    out = agent.predict(window, input_steps=3, horizon=3)
+    loss = world_model_loss(agent.world_model, window, out)
+    loss.total.backward()
+    assert torch.isfinite(loss.total) and len(out.steps) == 3
+    unused = [n for n, p in agent.world_model.named_parameters() if p.grad is None]
+    assert not unused, f"parameters without gradient (DDP would fail): {unused}"

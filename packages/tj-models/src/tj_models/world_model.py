@@ -105,8 +105,10 @@ class WorldModel(nn.Module):
         h, dec = config.lstm_hidden, config.decoder_hidden
         f = g.node_features
         self.node_decoder = _mlp([d + f + config.track_hidden + h, dec, dec, f + 2])
-        # constant-velocity prior: its step length (s) is learned, starting at decision_interval
-        self.log_step = nn.Parameter(torch.tensor(math.log(config.decision_interval)))
+        if (
+            config.physics_prior
+        ):  # constant-velocity prior: step length (s) learned from decision_interval
+            self.log_step = nn.Parameter(torch.tensor(math.log(config.decision_interval)))
         with torch.no_grad():  # most vehicles are still there one step later: start near p=0.9
             self.node_decoder[-1].bias[g.node_features + 1] = 2.0
         self.movement_embedding = nn.Embedding(m, dm)
