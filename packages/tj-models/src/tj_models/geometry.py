@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from tj_models.config import FeatureLayout
+from tj_models.graph import InvalidGraphError
 
 __all__ = ["edge_features", "match_nodes", "radius_edges", "velocity"]
 
@@ -36,7 +37,7 @@ def match_nodes(
         return torch.full_like(src_key, -1)
     sorted_key, order = torch.sort(dst_key)
     if sorted_key.numel() > 1 and bool((sorted_key[1:] == sorted_key[:-1]).any()):
-        raise ValueError("`vehicle_id` repeats inside one graph; ids must be unique per graph")
+        raise InvalidGraphError("`vehicle_id` repeats inside one graph; ids must be unique per graph")
     pos = torch.searchsorted(sorted_key, src_key).clamp(max=sorted_key.numel() - 1)
     found = sorted_key[pos] == src_key
     return torch.where(found, order[pos], torch.full_like(pos, -1))
