@@ -259,6 +259,10 @@ class GraphStore:
             self._ptrs[k] = ptrs
         return ptrs
 
+    def shard(self, k: int) -> tuple[Mapping[str, Any], np.ndarray, np.ndarray]:
+        """(arrays, node_ptr, edge_ptr) of shard k: the `ShardSource` protocol of tj_data.gather."""
+        return (self.shard_arrays(k), *self.shard_ptrs(k))
+
     def read_shard(self, k: int, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Every array of shard k decoded into RAM (the unit of `ChunkedGraphDataset`'s cache)."""
         names = ("node_ptr", "edge_ptr", "edge_index", *self.schema.select(fields).names)
