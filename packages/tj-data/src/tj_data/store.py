@@ -26,6 +26,7 @@ from tj_data.errors import (
     StoreIncompleteError,
     StoreNotFoundError,
 )
+from tj_data.gather import gather_samples
 from tj_data.manifest import MANIFEST, PARTIAL_MANIFEST, Manifest, ShardInfo
 from tj_data.progress import progress_iter
 from tj_data.schema import Schema
@@ -329,6 +330,4 @@ class GraphStore:
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         """One sample (views into the shard arrays); datasets are the fast way to read many."""
-        from tj_data.gather import gather_samples
-
         return gather_samples(self, self.check_indices([index]))[0]
