@@ -18,6 +18,7 @@ import argparse
 import gc
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ from _bench_common import (
     dir_bytes,
     generate,
     machine,
+    tree_pss,
     warm_page_cache,
     write_json_chunks,
 )
@@ -128,6 +130,7 @@ def bench_collate(
 
 
 def bench_pss(name: str, ds: Any, epochs: int, bs: int, workers: int) -> dict[str, Any]:
+    idle = tree_pss()
     sampler = ChunkShuffleSampler(ds, seed=0) if name.startswith("chunked") else None
     loader = DataLoader(
         ds,
@@ -150,7 +153,23 @@ def bench_pss(name: str, ds: Any, epochs: int, bs: int, workers: int) -> dict[st
             rates.append(n / (time.perf_counter() - t0))
             pss.mark()
     del loader
-    return {"epochs": pss.peaks(), "samples_per_s": rates}
+    return {
+        "idle_pss_mb": idle[0] / 1e6,
+        "idle_pss_anon_mb": idle[1] / 1e6,
+        "epochs": pss.peaks(),
+        "samples_per_s": rates,
+    }
+
+
+def pss_child(a: argparse.Namespace) -> None:
+    """Runs in a fresh process so earlier phases (in-RAM copies, PyG) do not pollute the PSS."""
+    name, path = a.pss_child
+    ds = {
+        "mmap": MmapGraphDataset,
+        "hdf5": HDF5GraphDataset,
+        "chunked": lambda p: ChunkedGraphDataset(p, cache_chunks=3),
+    }[name](path)
+    print(json.dumps(bench_pss(name, ds, a.pss_epochs, a.batch_size, a.workers)))
 
 
 def main() -> None:
@@ -171,7 +190,10 @@ def main() -> None:
     p.add_argument("--pss-epochs", type=int, default=3, help="0 skips the DataLoader memory runs")
     p.add_argument("--pss-datasets", default="mmap,chunked")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--pss-child", nargs=2, metavar=("NAME", "STORE"), help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.pss_child:
+        return pss_child(a)
     work = a.dir or Path(tempfile.mkdtemp(prefix="tj-data-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"machine": machine(), "args": {k: str(v) for k, v in vars(a).items()}}
@@ -235,12 +257,22 @@ def main() -> None:
         res["pss"] = {}
         if a.pss_epochs:
             for name in a.pss_datasets.split(","):
-                ds = {
-                    "mmap": MmapGraphDataset(paths["npy"]),
-                    "hdf5": HDF5GraphDataset(paths["hdf5"]),
-                    "chunked": ChunkedGraphDataset(paths["npy"], cache_chunks=3),
-                }[name]
-                res["pss"][name] = bench_pss(name, ds, a.pss_epochs, bs, a.workers)
+                store = paths["hdf5"] if name == "hdf5" else paths["npy"]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--pss-child",
+                    name,
+                    str(store),
+                    "--pss-epochs",
+                    str(a.pss_epochs),
+                    "--batch-size",
+                    str(bs),
+                    "--workers",
+                    str(a.workers),
+                ]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                res["pss"][name] = json.loads(out.strip().splitlines()[-1])
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -283,6 +315,9 @@ def report(res: dict[str, Any]) -> None:
         )
         print("|---|---:|---:|---:|---:|")
         for name, v in res["pss"].items():
+            print(
+                f"| {name} | before the loader (main only) | {v['idle_pss_mb']:,.0f} | {v['idle_pss_anon_mb']:,.0f} | |"
+            )
             for e, (pk, rate) in enumerate(zip(v["epochs"], v["samples_per_s"], strict=False)):
                 print(
                     f"| {name} | {e + 1} | {pk['pss_mb']:,.0f} | {pk['pss_anon_mb']:,.0f} | {rate:,.0f} |"
