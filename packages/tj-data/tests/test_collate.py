@@ -105,3 +105,39 @@ def test_graphbatch_to_pin_and_transforms() -> None:
         assert cuda.x.is_cuda and torch.equal(cuda.x.cpu(), b.x)
     else:
         assert pinned is b
+
+
+def test_one_storage_per_batch_and_apply_storage() -> None:
+    """Every tensor of a collated batch views one buffer (one shm segment through a DataLoader);
+    apply_storage rebuilds all views over a transformed buffer (the pin / to(device) path)."""
+    rng = np.random.default_rng(0)
+    schema = SCHEMA
+    samples = []
+    for n in (3, 0, 5):
+        e = 4 if n else 0
+        samples.append(
+            {
+                "x": rng.standard_normal((n, 3)).astype(np.float32),
+                "edge_index": rng.integers(0, max(n, 1), (2, e)).astype(np.int32),
+                "edge_attr": rng.standard_normal((e, 2)).astype(np.float32),
+                "vid": np.arange(n),
+                "mask": np.ones(n, bool),
+                "y": np.zeros((n, 2), np.float16),
+                "kind": np.zeros(e, np.int8),
+                "phase": np.int64(1),
+                "t": np.float32(2.0),
+                "target": np.ones(4, np.float32),
+            }
+        )
+    b = collate_graphs(samples, schema=schema)
+    ptrs = {t.untyped_storage().data_ptr() for t in b.tensors().values()}
+    assert len(ptrs) == 1
+    c = b.apply_storage(lambda buf: buf.clone())
+    assert c._shared_storage() is not None
+    assert c.x.untyped_storage().data_ptr() != b.x.untyped_storage().data_ptr()
+    for name, t in b.tensors().items():
+        assert torch.equal(c.tensors()[name], t), name
+    b.fields["x"] = b.x * 2  # no longer one storage: per-tensor fallback
+    assert b._shared_storage() is None
+    d = b.apply_storage(lambda t: t.clone())
+    assert torch.equal(d.x, b.x)

@@ -70,16 +70,44 @@ class GraphBatch:
             meta=dict(self.meta),
         )
 
+    def _shared_storage(self) -> torch.UntypedStorage | None:
+        """The one storage every tensor views (as `collate_graphs` builds it), else None."""
+        tensors = list(self.tensors().values())
+        storage = tensors[0].untyped_storage()
+        ptr = storage.data_ptr()
+        if all(t.untyped_storage().data_ptr() == ptr for t in tensors[1:]):
+            return storage
+        return None
+
+    def apply_storage(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GraphBatch:
+        """A new batch whose tensors view `fn(buffer)`, where buffer is the uint8 tensor over the
+        shared storage: one pin / one host->device copy per batch instead of one per tensor.
+        Falls back to `apply` per tensor when the tensors do not share one storage."""
+        storage = self._shared_storage()
+        if storage is None:
+            return self.apply(fn)
+        buf = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+        new = fn(buf).untyped_storage()
+
+        def view(t: torch.Tensor) -> torch.Tensor:
+            out = torch.empty(0, dtype=t.dtype, device=new.device)
+            return out.set_(new, t.storage_offset(), t.shape, t.stride())
+
+        return self.apply(view)
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> GraphBatch:
-        """Move every tensor (with non_blocking=True from pinned memory: an async copy)."""
-        return self.apply(lambda t: t.to(device, non_blocking=non_blocking))
+        """Move every tensor (with non_blocking=True from pinned memory: an async copy); a batch
+        from `collate_graphs` moves as one buffer."""
+        if torch.device(device) == self.edge_index.device:
+            return self
+        return self.apply_storage(lambda t: t.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> GraphBatch:
         """Page-locked copy for fast async host->device copies (DataLoader(pin_memory=True) calls
         this in its pinning thread). Without an accelerator, returns self unchanged."""
         if not torch.cuda.is_available():
             return self
-        return self.apply(lambda t: t.pin_memory())
+        return self.apply_storage(lambda t: t.pin_memory())
 
     def is_pinned(self) -> bool:
         return all(t.is_pinned() for t in self.tensors().values())
