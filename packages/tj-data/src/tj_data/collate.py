@@ -41,8 +41,8 @@ _ALIGN = 64
 
 class _Arena:
     """Every output tensor of one batch is a view of one uint8 storage: a DataLoader worker then
-    ships one shared-memory segment per batch instead of one per tensor (measured: about 2x the
-    batches/s through 2 workers), and each view is filled in place (no extra copy)."""
+    ships one shared-memory segment per batch instead of one per tensor (one shm file and fd
+    transfer instead of ~9), and each view is filled in place (no extra copy)."""
 
     def __init__(self, specs: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> None:
         layout = []
