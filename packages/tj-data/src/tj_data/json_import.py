@@ -56,7 +56,7 @@ def find_chunks(src: Path) -> list[tuple[str, list[Path]]]:
 
 
 def _is_num(v: Any) -> bool:
-    return (isinstance(v, int | float) and not isinstance(v, bool)) or isinstance(v, bool)
+    return isinstance(v, int | float)  # bool is an int: stored as a bool field
 
 
 def _dtype(v: Any) -> str:
