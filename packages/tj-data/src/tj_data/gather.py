@@ -1,7 +1,7 @@
 """Vectorised batched reads: sort requested indices by physical position, coalesce contiguous
 runs into one slice per field, split into per-sample views and restore the caller's order.
 
-A *source* is anything with `locate(idx)`, `shard_arrays(k)` and `shard_ptrs(k)`
+A *source* is anything with `locate(idx)` and `shard(k)` -> (arrays by name, node_ptr, edge_ptr)
 (`GraphStore`, or the chunk cache of `ChunkedGraphDataset`), so every dataset shares this path.
 """
 
@@ -18,8 +18,7 @@ __all__ = ["ShardSource", "gather_samples", "runs_of"]
 
 class ShardSource(Protocol):
     def locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-    def shard_arrays(self, k: int) -> Any: ...
-    def shard_ptrs(self, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def shard(self, k: int) -> tuple[Any, np.ndarray, np.ndarray]: ...
 
 
 def runs_of(shard: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,8 +49,7 @@ def gather_samples(
     for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
         k = int(shard[a])
         lo, hi = int(local[a]), int(local[b - 1]) + 1
-        arrays = source.shard_arrays(k)
-        node_ptr, edge_ptr = source.shard_ptrs(k)
+        arrays, node_ptr, edge_ptr = source.shard(k)
         nptr = np.asarray(node_ptr[lo : hi + 1])
         eptr = np.asarray(edge_ptr[lo : hi + 1])
         n0, n1, e0, e1 = int(nptr[0]), int(nptr[-1]), int(eptr[0]), int(eptr[-1])

@@ -26,6 +26,7 @@ from tj_data.errors import (
     StoreIncompleteError,
     StoreNotFoundError,
 )
+from tj_data.gather import gather_samples
 from tj_data.manifest import MANIFEST, PARTIAL_MANIFEST, Manifest, ShardInfo
 from tj_data.progress import progress_iter
 from tj_data.schema import Schema
@@ -259,6 +260,10 @@ class GraphStore:
             self._ptrs[k] = ptrs
         return ptrs
 
+    def shard(self, k: int) -> tuple[Mapping[str, Any], np.ndarray, np.ndarray]:
+        """(arrays, node_ptr, edge_ptr) of shard k: the `ShardSource` protocol of tj_data.gather."""
+        return (self.shard_arrays(k), *self.shard_ptrs(k))
+
     def read_shard(self, k: int, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Every array of shard k decoded into RAM (the unit of `ChunkedGraphDataset`'s cache)."""
         names = ("node_ptr", "edge_ptr", "edge_index", *self.schema.select(fields).names)
@@ -325,6 +330,4 @@ class GraphStore:
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         """One sample (views into the shard arrays); datasets are the fast way to read many."""
-        from tj_data.gather import gather_samples
-
         return gather_samples(self, self.check_indices([index]))[0]

@@ -141,7 +141,10 @@ class GraphStoreWriter:
                 raise SchemaMismatchError("mode='a' on an empty directory needs a schema")
             return Manifest(backend=backend, schema=schema, complete=False)
         else:
-            raise StoreError(f"{self.path}: has files but no manifest; cannot append")
+            raise StoreError(
+                f"{self.path}: has files but no manifest (an interrupted writer that left no "
+                "checkpoint); cannot append: start over with mode='w', overwrite=True"
+            )
         if base.backend != backend:
             raise SchemaMismatchError(
                 f"{self.path}: store backend is {base.backend!r}, writer asked {backend!r}"
@@ -278,6 +281,12 @@ class GraphStoreWriter:
 
     def __del__(self) -> None:
         if getattr(self, "_lock_fd", -1) >= 0:
+            if not self._closed:
+                log.warning(
+                    "%s: GraphStoreWriter dropped without close(): nothing after the last "
+                    "commit is published",
+                    self.path,
+                )
             self._release_lock()
 
     # ----- internals -------------------------------------------------------------------

@@ -1,0 +1,155 @@
+"""Rank-aware, resumable samplers that keep reads inside a few shards.
+
+`DistributedChunkSampler` replaces torch's DistributedSampler for sharded stores: the global
+order is `chunk_shuffle_order` (random shard order, samples shuffled within a window of shards),
+each rank takes a contiguous, equal-length part (padded or dropped), so every rank reads its own
+few shards at a time. `ChunkShuffleSampler` is the single-process case. State protocol:
+`state_dict()` / `load_state_dict()` (+ `set_epoch`); the next `__iter__` after a load resumes
+exactly where the state was taken.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from tj_data.order import chunk_shuffle_order, dist_rank_world, split_even
+from tj_data.store import GraphStore
+
+__all__ = ["ChunkShuffleSampler", "DistributedChunkSampler", "store_of"]
+
+
+def store_of(data: Any) -> GraphStore:
+    """The GraphStore behind a dataset (or the store itself, or a path)."""
+    if isinstance(data, GraphStore):
+        return data
+    store = getattr(data, "store", None)
+    if isinstance(store, GraphStore):
+        return store
+    if isinstance(data, str | os.PathLike):
+        return GraphStore.open(data)
+    raise TypeError(
+        f"expected a GraphStore, a tj-data dataset or a path, got {type(data).__name__}"
+    )
+
+
+def check_state(state: dict[str, Any], expected: dict[str, Any], who: str) -> None:
+    for key, value in expected.items():
+        if state.get(key) != value:
+            raise ValueError(
+                f"{who}.load_state_dict: state has {key}={state.get(key)!r}, this sampler has "
+                f"{value!r}; an exact resume needs the same {key}"
+            )
+
+
+class DistributedChunkSampler(Sampler[int]):
+    """Indices for one rank; every rank gets `len(self)` of them.
+
+    Args:
+        data: a tj-data dataset, a GraphStore or a path.
+        num_replicas, rank: default to torch.distributed's when initialised, else 1 and 0.
+        shuffle: False gives the store order (still split across ranks).
+        window_shards: samples are shuffled within groups of this many shards.
+        drop_last: drop the tail instead of padding with repeats so ranks are equal.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        window_shards: int = 2,
+        drop_last: bool = False,
+    ) -> None:
+        store = store_of(data)
+        self.shard_offsets = store.shard_offsets.copy()
+        self.rank, self.num_replicas = dist_rank_world(rank, num_replicas)
+        if window_shards < 1:
+            raise ValueError(f"window_shards={window_shards}: expected >= 1")
+        self.shuffle, self.seed, self.window_shards, self.drop_last = (
+            shuffle,
+            seed,
+            window_shards,
+            drop_last,
+        )
+        self.epoch = 0
+        self._start = 0  # index to resume from in the next __iter__
+        self._yielded = 0
+
+    def order(self, epoch: int | None = None) -> np.ndarray:
+        """This rank's indices for `epoch` (default: the current one), int64."""
+        full = chunk_shuffle_order(
+            self.shard_offsets,
+            seed=self.seed,
+            epoch=self.epoch if epoch is None else epoch,
+            window_shards=self.window_shards,
+            shuffle=self.shuffle,
+        )
+        return split_even(full, self.rank, self.num_replicas, drop_last=self.drop_last)
+
+    def __len__(self) -> int:
+        n = int(self.shard_offsets[-1])
+        return n // self.num_replicas if self.drop_last else -(-n // self.num_replicas)
+
+    def __iter__(self) -> Iterator[int]:
+        start, self._start = self._start, 0
+        self._yielded = start
+        for i in self.order()[start:].tolist():
+            self._yielded += 1
+            yield i
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Position in the epoch: indices yielded so far, or `consumed` when given (a DataLoader
+        prefetches ahead of the training step: pass the number of samples actually used)."""
+        return {
+            "epoch": self.epoch,
+            "offset": self._yielded if consumed is None else int(consumed),
+            "seed": self.seed,
+            "num_replicas": self.num_replicas,
+            "rank": self.rank,
+            "shuffle": self.shuffle,
+            "window_shards": self.window_shards,
+            "num_samples": int(self.shard_offsets[-1]),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_state(
+            state,
+            {
+                "seed": self.seed,
+                "num_replicas": self.num_replicas,
+                "rank": self.rank,
+                "shuffle": self.shuffle,
+                "window_shards": self.window_shards,
+                "num_samples": int(self.shard_offsets[-1]),
+            },
+            type(self).__name__,
+        )
+        if not 0 <= int(state["offset"]) <= len(self):
+            raise ValueError(
+                f"{type(self).__name__}: offset {state['offset']} outside [0, {len(self)}]"
+            )
+        self.epoch = int(state["epoch"])
+        self._start = self._yielded = int(state["offset"])
+
+
+class ChunkShuffleSampler(DistributedChunkSampler):
+    """Single-process chunk-local shuffle (for `ChunkedGraphDataset`): shard order random,
+    samples shuffled within `window_shards` shards, so a cache of a few shards hits."""
+
+    def __init__(
+        self, data: Any, *, shuffle: bool = True, seed: int = 0, window_shards: int = 1
+    ) -> None:
+        super().__init__(
+            data, num_replicas=1, rank=0, shuffle=shuffle, seed=seed, window_shards=window_shards
+        )
