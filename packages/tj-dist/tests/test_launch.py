@@ -3,6 +3,7 @@ group-level helpers (comm hooks, rank_zero_only, RNG gathering, NCCL-style fallb
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 from pathlib import Path
@@ -34,6 +35,11 @@ def _spawned_children() -> list[psutil.Process]:
     return found
 
 
+def _no_stale_ranks() -> bool:
+    """multiprocessing itself knows every rank ended (it reaped them, nobody else did)."""
+    return not [p for p in mp.active_children() if p.name.startswith("tj-dist-rank")]
+
+
 def _pids(pid_dir: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(pid_dir.glob("*.pid"))]
 
@@ -52,6 +58,7 @@ def test_rank_that_raises_fails_fast_with_its_traceback(tmp_path: Path) -> None:
     assert len(pids) == 2
     assert all(_gone(pid) for pid in pids), "a rank outlived launch_local"
     assert not _spawned_children()
+    assert _no_stale_ranks()
 
 
 @pytest.mark.timeout(120)
@@ -61,6 +68,7 @@ def test_rank_killed_by_signal_does_not_hang_the_others(tmp_path: Path) -> None:
     assert info.value.exitcode == -9
     assert all(_gone(pid) for pid in _pids(tmp_path))
     assert not _spawned_children()
+    assert _no_stale_ranks()
 
 
 @pytest.mark.timeout(120)
@@ -68,6 +76,7 @@ def test_join_timeout_stops_a_hung_run() -> None:
     with pytest.raises(TimeoutError, match=r"ranks \[0\] still running after 1.0 s"):
         tj_dist.launch_local(time.sleep, 1, 600, backend="gloo", join_timeout=1.0)
     assert not _spawned_children()
+    assert _no_stale_ranks()
 
 
 def test_launch_local_refuses_bad_arguments() -> None:

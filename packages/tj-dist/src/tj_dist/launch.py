@@ -109,26 +109,34 @@ def _dumps(exc: BaseException) -> bytes | None:
 
 
 def _kill_tree(procs: list[Any]) -> None:
-    """SIGTERM every still-running child and its descendants, then SIGKILL what remains."""
-    victims: list[psutil.Process] = []
-    for proc in procs:
-        if proc.is_alive():
-            try:
-                parent = psutil.Process(proc.pid)
-                victims.extend(parent.children(recursive=True))
-                victims.append(parent)
-            except psutil.NoSuchProcess:
-                continue
-    for victim in victims:
+    """SIGTERM every still-running child and its descendants, then SIGKILL what remains.
+
+    The ranks themselves are stopped and reaped through `multiprocessing` (terminate/join), never
+    through psutil: psutil's wait would reap them behind multiprocessing's back, which then
+    believes them alive forever (they stay in `active_children()` and every join times out).
+    """
+    alive = [proc for proc in procs if proc.is_alive()]
+    descendants: list[psutil.Process] = []
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            descendants.extend(psutil.Process(proc.pid).children(recursive=True))
+    for victim in descendants:
         with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(signal.SIGTERM)
-    _, alive = psutil.wait_procs(victims, timeout=TERMINATE_GRACE_S)
-    for victim in alive:
+    for proc in alive:
+        proc.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for proc in alive:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    _, stubborn = psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
+    for victim in stubborn:
         with contextlib.suppress(psutil.NoSuchProcess):
             victim.kill()
-    psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
-    for proc in procs:
-        proc.join(timeout=TERMINATE_GRACE_S)
+    for proc in alive:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=TERMINATE_GRACE_S)
+    psutil.wait_procs(stubborn, timeout=TERMINATE_GRACE_S)
 
 
 def _describe_exit(exitcode: int | None) -> str:
