@@ -84,7 +84,12 @@ def test_lru_threads_and_pickle() -> None:
 
 def test_disk_roundtrip_and_lru_by_size(tmp_path: Path) -> None:
     d = DiskCache(tmp_path / "cache", max_bytes=20_000)
-    value = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "t": torch.ones(2), "n": 3, "s": "a"}
+    value = {
+        "x": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "t": torch.ones(2),
+        "n": 3,
+        "s": "a",
+    }
     assert d.put(("shard", 1), value)
     got = d.get(("shard", 1))
     assert np.array_equal(got["x"], value["x"]) and torch.equal(got["t"], value["t"])

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["HistogramQuantiles", "RunningMoments"]
+__all__ = ["HistogramQuantiles", "RunningMoments", "as_rows"]
+
+
+def as_rows(block: np.ndarray) -> np.ndarray:
+    """float64 [rows, columns] view of a [rows, *shape] block (empty blocks included)."""
+    a = np.asarray(block, np.float64)
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
 
 
 class RunningMoments:
@@ -32,7 +38,7 @@ class RunningMoments:
         self.nonfinite = np.zeros(c, np.int64)
 
     def update(self, block: np.ndarray) -> None:
-        x = np.asarray(block, np.float64).reshape(len(block), -1)
+        x = as_rows(block)
         if x.shape[0] == 0:
             return
         finite = np.isfinite(x)
@@ -112,7 +118,7 @@ class HistogramQuantiles:
         return np.clip(idx, 0, self.B - 1), finite
 
     def coarse(self, block: np.ndarray) -> None:
-        x = np.asarray(block, np.float64).reshape(len(block), -1)
+        x = as_rows(block)
         idx, finite = self._bins(x)
         flat = (idx + np.arange(x.shape[1]) * self.B)[finite]
         self.counts += np.bincount(flat, minlength=self.counts.size).reshape(self.counts.shape)
@@ -139,7 +145,7 @@ class HistogramQuantiles:
         self.fmax = np.full(shape, -np.inf)
 
     def fine(self, block: np.ndarray) -> None:
-        x = np.asarray(block, np.float64).reshape(len(block), -1)
+        x = as_rows(block)
         idx, finite = self._bins(x)
         for j, targets in enumerate(self.targets):
             sel = finite[:, j] & np.isin(idx[:, j], targets)

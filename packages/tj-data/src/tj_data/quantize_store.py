@@ -11,7 +11,7 @@ returned `QuantizeReport` gives stored bytes and the max / mean absolute error p
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 
 from tj_data.backends import HDF5Options
 from tj_data.errors import QuantizationError
+from tj_data.moments import as_rows
 from tj_data.progress import progress_iter
 from tj_data.quant import dequantize_array, fit_quant_params, quantize_array
 from tj_data.samplers import store_of
@@ -195,8 +196,8 @@ def _unbounded(spec: FieldSpec) -> FieldStatistics:
 
 def _encode(values: np.ndarray, spec: FieldSpec, rep: FieldQuantReport) -> np.ndarray:
     stored = quantize_array(values, spec, where="quantize_store: ")
-    x = values.reshape(len(values), -1).astype(np.float64)
-    back = dequantize_array(stored, spec).reshape(len(values), -1)
+    x = as_rows(values)
+    back = as_rows(dequantize_array(stored, spec))
     err = np.abs(back - x)
     if len(x):
         rep.max_abs_error = np.maximum(rep.max_abs_error, err.max(axis=0))

@@ -19,7 +19,7 @@ import numpy as np
 
 from tj_data.errors import StatisticsError
 from tj_data.gather import gather_samples
-from tj_data.moments import HistogramQuantiles, RunningMoments
+from tj_data.moments import HistogramQuantiles, RunningMoments, as_rows
 from tj_data.progress import progress_iter
 from tj_data.quant import dequantize_array
 from tj_data.samplers import store_of
@@ -147,7 +147,7 @@ def _rows(arr: Any, spec: FieldSpec) -> np.ndarray:
     a = np.asarray(arr)
     if spec.quant is not None:
         a = dequantize_array(a, spec)
-    return a.reshape(len(a), -1)
+    return as_rows(a)
 
 
 def _blocks(
