@@ -110,7 +110,7 @@ def test_time_shift_stays_in_stream(store: Path) -> None:
 def _identical_store(path: Path, n: int = 48) -> Path:
     x = np.tile(np.arange(9, dtype=np.float32), (6, 1)) + 10
     with GraphStoreWriter(path, traffic_schema(), shard_size=16) as w:
-        for i in range(n):
+        for _i in range(n):
             w.append(
                 {
                     "x": x, "vehicle_id": np.arange(6), "y_next": x,

@@ -77,7 +77,7 @@ def test_lru_threads_and_pickle() -> None:
         t.join()
     s = c.stats()
     assert s.hits + s.misses == 8000 and s.nbytes <= 64_000
-    assert s.nbytes == sum(nbytes_of(c.get(k)) for k in c.keys())
+    assert s.nbytes == sum(nbytes_of(c.get(k)) for k in c)
     clone = pickle.loads(pickle.dumps(c))  # a worker's copy starts empty
     assert len(clone) == 0 and clone.max_bytes == 64_000
 

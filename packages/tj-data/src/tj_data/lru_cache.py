@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -131,7 +131,6 @@ class LRUCache(Generic[K, V]):
         else:
             self._c = _TTL(self.max_bytes, self.ttl, timer=self.timer, getsizeof=self.getsizeof)
         self.hits = self.misses = self.rejected = 0
-        self._shrunk = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("max_bytes", "ttl", "getsizeof", "timer")}
@@ -199,6 +198,9 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             return list(self._c.keys())
 
+    def __iter__(self) -> Iterator[K]:
+        return iter(self.keys())
+
     def clear(self) -> None:
         with self._lock:
             self._c.clear()
@@ -232,6 +234,8 @@ class LRUCache(Generic[K, V]):
 
     def stats(self) -> CacheStats:
         with self._lock:
+            if self.ttl is not None:
+                self._c.expire()
             return CacheStats(
                 hits=self.hits,
                 misses=self.misses,
