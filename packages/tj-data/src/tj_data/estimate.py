@@ -6,8 +6,9 @@
   shards' byte sizes and the Python overhead of one decoded sample (measured on a real one).
 - `batch_bytes`: the p99 and max collated bytes of random batches of `batch_size` items (drawn
   from the size index: variable-size graphs make the mean a poor bound).
-- `worker_baseline`: the USS of a real DataLoader worker over this dataset (started once per
-  process, dataset kind and start method, then cached: ~0.2 s with fork, seconds with spawn).
+- `worker_baseline`: what a real DataLoader worker over this dataset adds to the tree's PSS
+  (started once per process, dataset kind and start method, then cached: ~0.3 s with fork,
+  seconds with spawn).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,16 +29,17 @@ from tj_data.chunked import ChunkedGraphDataset
 from tj_data.gather import gather_samples
 from tj_data.live import LiveGraphDataset
 from tj_data.mapped import GraphDataset
+from tj_data.pss import tree_memory
 from tj_data.schema import Schema
 from tj_data.store import GraphStore
 from tj_data.streaming import StreamingGraphDataset
 from tj_data.window import WindowDataset
 
-__all__ = ["DatasetProfile", "batch_bytes", "profile_dataset", "worker_baseline"]
+__all__ = ["DatasetProfile", "WorkerCost", "batch_bytes", "profile_dataset", "worker_baseline"]
 
 log = logging.getLogger(__name__)
 _ALIGN = 64
-_BASELINES: dict[tuple[int, str, str], int] = {}  # per-process memo of a measured constant
+_BASELINES: dict[tuple[int, str, str], WorkerCost] = {}  # per-process memo of a measured constant
 
 
 @dataclass(kw_only=True)
@@ -150,11 +153,30 @@ def batch_bytes(
     return int(np.percentile(total, 99)), int(max(biggest, total.max()))
 
 
+@dataclass(kw_only=True, frozen=True)
+class WorkerCost:
+    """What DataLoader workers add to the tree's PSS: `first` for the first worker (its private
+    pages plus the library and interpreter pages it faults in, which later workers share) and
+    `each` (its USS) for every further one. Measured, in bytes."""
+
+    first: int
+    each: int
+
+    def total(self, workers: int) -> int:
+        return 0 if workers <= 0 else self.first + (workers - 1) * self.each
+
+
 def worker_baseline(
-    dataset: Any, collate_fn: Any, *, multiprocessing_context: str | None = None, batches: int = 3
-) -> int:
-    """USS in bytes of one real DataLoader worker reading this dataset (cached per process,
-    dataset kind and start method). The worker runs tj-data's worker init (`gc.freeze`)."""
+    dataset: Any,
+    collate_fn: Any,
+    *,
+    multiprocessing_context: str | None = None,
+    batch_size: int = 32,
+    batches: int = 8,
+) -> WorkerCost:
+    """Measure one real DataLoader worker over this dataset (cached per process, dataset kind
+    and start method): the tree PSS it adds and its USS. The worker runs tj-data's worker init
+    (`gc.freeze`), as `build_loader`'s workers do."""
     from tj_data.loader import WorkerInit
 
     ctx = (
@@ -168,23 +190,27 @@ def worker_baseline(
     if isinstance(dataset, torch.utils.data.IterableDataset):  # its buffer is its own term
         dataset = GraphDataset(dataset.store, fields=list(dataset.schema.names))
         collate_fn = dataset.collate_fn
-    ds = Subset(dataset, list(range(min(len(dataset), 2 * batches))))
-    kwargs = {"batch_size": 2, "collate_fn": collate_fn}
+    # realistic batches (allocator and library paths warm up) from the first items only, so the
+    # pages it maps stay a small part of one shard (mapped pages are their own term)
+    ds = Subset(dataset, list(range(min(len(dataset), batch_size * batches))))
+    pss0 = tree_memory().pss
     loader = DataLoader(
         ds,
+        batch_size=batch_size,
+        collate_fn=collate_fn,
         num_workers=1,
         worker_init_fn=WorkerInit(seed=0, rank=0, seeds=None),
         multiprocessing_context=multiprocessing_context,
-        **kwargs,
     )
     it = iter(loader)
-    uss = 0
+    uss = first = 0
     try:
         for _ in range(batches):
             try:
                 next(it)
             except StopIteration:
                 break
+        first = tree_memory().pss - pss0
         for p in me.children(recursive=True):
             if p.pid not in before:
                 try:
@@ -192,9 +218,29 @@ def worker_baseline(
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
     finally:
-        del it
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if callable(shutdown):
+            shutdown()
+        del it, loader
+        _wait_gone(before)
     if uss == 0:
         log.warning("could not measure a DataLoader worker's memory; assuming 64 MiB")
         uss = 64 << 20
-    _BASELINES[key] = uss
-    return uss
+    cost = WorkerCost(first=max(first, uss), each=uss)
+    _BASELINES[key] = cost
+    return cost
+
+
+def _wait_gone(before: set[int], timeout: float = 10.0) -> None:
+    """Wait until the children started since `before` have exited (a worker still exiting
+    shares pages with the main process and lowers its PSS reading)."""
+    me = psutil.Process()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            extra = [p for p in me.children(recursive=True) if p.pid not in before]
+        except psutil.Error:
+            return
+        if not extra:
+            return
+        time.sleep(0.02)

@@ -6,7 +6,7 @@ estimate here sums measured terms for the whole process tree:
 | term | what |
 |---|---|
 | main_process | PSS of this process tree now (the model, the store index, ...) |
-| worker_baseline | workers x the measured USS of one real DataLoader worker |
+| worker_baseline | measured: the tree PSS the first real worker adds + the USS of each further one |
 | prefetched_batches | (workers x prefetch + 2) x p99 collated batch (in flight + in use) |
 | pinned_buffers | with pin_memory: the same count x batch rounded up to a power of two (the CUDA host allocator caches pinned blocks at those sizes) |
 | collate_transient | max(workers, 1) x 2 x batch (samples read + the batch being built) |
@@ -27,7 +27,13 @@ from typing import Any
 import torch
 
 from tj_data.errors import BudgetError
-from tj_data.estimate import DatasetProfile, batch_bytes, profile_dataset, worker_baseline
+from tj_data.estimate import (
+    DatasetProfile,
+    WorkerCost,
+    batch_bytes,
+    profile_dataset,
+    worker_baseline,
+)
 from tj_data.pss import tree_memory
 from tj_data.sysmem import default_budget
 
@@ -61,8 +67,10 @@ class MemoryEstimate:
 
     @property
     def largest(self) -> tuple[str, int]:
-        name = max(self.terms, key=lambda k: self.terms[k])
-        return name, self.terms[name]
+        """The largest term the loader controls (main_process excluded)."""
+        terms = {k: v for k, v in self.terms.items() if k != "main_process"} or self.terms
+        name = max(terms, key=lambda k: terms[k])
+        return name, terms[name]
 
     def table(self) -> str:
         """Markdown table of the terms."""
@@ -108,9 +116,18 @@ class LoaderPlan:
         if self.num_workers > 0 and (self.prefetch_factor is None or self.prefetch_factor < 1):
             raise ValueError(f"LoaderPlan: prefetch_factor={self.prefetch_factor}: expected >= 1")
 
+    headroom: float = 0.25
+
+    @property
+    def required_bytes(self) -> int:
+        """main_process + (1 + headroom) x the loader's terms: the margin covers what the
+        estimate cannot see (allocator fragmentation, worker heaps growing over an epoch)."""
+        main = self.estimate.terms.get("main_process", 0)
+        return int(main + (1.0 + self.headroom) * (self.estimate.total - main))
+
     @property
     def fits(self) -> bool:
-        return self.estimate.total <= self.budget_bytes
+        return self.required_bytes <= self.budget_bytes
 
     def with_(self, dataset: Any, **changes: Any) -> LoaderPlan:
         """A copy with `changes`, re-estimated for `dataset`."""
@@ -142,7 +159,7 @@ def _terms(
     cache_bytes: int | None,
     shuffle_bytes: int | None,
     main: int,
-    baseline: int,
+    baseline: WorkerCost | None,
     extra_caches: int,
 ) -> dict[str, int]:
     p99, _ = batch_bytes(prof, batch_size)
@@ -164,14 +181,15 @@ def _terms(
         shuffle = int(procs * (buf + overhead + block))
     mapped = 0
     if prof.kind in ("mapped", "streaming") and prof.store is not None:
-        shards = max_open_shards or prof.store.num_shards
+        # + 1: the shard just evicted stays mapped while views of it are still being collated
+        shards = (max_open_shards + 1) if max_open_shards else prof.store.num_shards
         per_proc = min(shards, prof.store.num_shards) * prof.max_shard_bytes
         # map-style: the sampler in the main process feeds every worker from the same window of
         # shards (pages shared, counted once); streaming: each worker streams its own shards
         mapped = per_proc * (procs if prof.kind == "streaming" else 1)
     return {
         "main_process": main,
-        "worker_baseline": workers * baseline,
+        "worker_baseline": baseline.total(workers) if baseline is not None else 0,
         "prefetched_batches": inflight * p99,
         "pinned_buffers": inflight * _pow2(p99) if pin else 0,
         "collate_transient": procs * 2 * p99,
@@ -193,10 +211,13 @@ def estimate_plan(
     prof = profile or profile_dataset(dataset)
     base = (
         worker_baseline(
-            dataset, _collate_of(dataset), multiprocessing_context=plan.multiprocessing_context
+            dataset,
+            _collate_of(dataset),
+            multiprocessing_context=plan.multiprocessing_context,
+            batch_size=plan.batch_size,
         )
         if plan.num_workers
-        else 0
+        else None
     )
     return MemoryEstimate(
         terms=_terms(
@@ -260,6 +281,7 @@ def plan_loader(
     drop_last: bool = False,
     caches: Sequence[Any] = (),
     multiprocessing_context: str | None = None,
+    headroom: float = 0.25,
 ) -> LoaderPlan:
     """The DataLoader settings with the most workers (prefetch 2, else 1) whose estimated peak
     memory of the whole process tree fits `budget_bytes` (`autotune_loader` measures deeper
@@ -275,45 +297,48 @@ def plan_loader(
         num_workers, prefetch_factor: fix them instead of searching.
         window_shards: shards the chunk sampler shuffles within (reduced to fit if needed).
         caches: extra caches (LRUCache / TieredCache) the training loop holds, for the estimate.
+        headroom: margin on the loader's terms (see `LoaderPlan.required_bytes`); 0.25 covers
+            the gap measured between the estimate and peak PSS over full epochs.
     Raises BudgetError naming the term that does not fit.
     """
     budget = default_budget() if budget_bytes is None else int(budget_bytes)
     if budget < 1:
         raise BudgetError(f"budget_bytes={budget_bytes}: expected > 0")
+    if headroom < 0.0:
+        raise ValueError(f"headroom={headroom}: expected >= 0")
     prof = profile_dataset(dataset)
     if prof.kind == "live" and num_workers not in (None, 0):
         raise BudgetError("a LiveGraphDataset runs in the consuming process: num_workers must be 0")
     dev = str(device)
     pin = dev.startswith("cuda") and torch.cuda.is_available()
     cores = cpu_count if cpu_count is not None else _cores()
+    bs = batch_size or _auto_batch_size(prof, budget)
+    max_w = max(0, cores - 1) if cores > 1 and prof.kind != "live" else 0
+    worker_range = [num_workers] if num_workers is not None else list(range(max_w, -1, -1))
+    baseline = None
+    if max(worker_range) > 0:  # measured before main: the probe may leave the main a bit larger
+        baseline = worker_baseline(
+            dataset, _collate_of(dataset), multiprocessing_context=multiprocessing_context,
+            batch_size=bs,
+        )  # fmt: skip
     main = tree_memory().pss
     if main >= budget:
         raise BudgetError(
             f"budget {_mb(budget)} is below what this process tree already uses "
             f"(main_process = {_mb(main)}): raise budget_bytes"
         )
-    bs = batch_size or _auto_batch_size(prof, budget)
     p99, biggest = batch_bytes(prof, bs)
-    if 4 * p99 > budget - main:  # prefetch (2 in flight) + collate transient (2x), 0 workers
+    if (1.0 + headroom) * 4 * p99 > budget - main:  # 2 batches in use + 2x collate, no workers
         raise BudgetError(
             f"budget {_mb(budget)} is smaller than one batch: batch_size={bs} gives a p99 batch "
             f"of {_mb(p99)} (largest {_mb(biggest)}), and even without workers 4 batches are "
             f"alive (2 in use, 2 being built) next to main_process = {_mb(main)}: lower "
             "batch_size or raise budget_bytes"
         )
-    max_w = max(0, cores - 1) if cores > 1 else 0
-    if prof.kind == "live":
-        max_w = 0
-    worker_range = [num_workers] if num_workers is not None else list(range(max_w, -1, -1))
     prefetches = [prefetch_factor] if prefetch_factor is not None else [2, 1]
     shard_windows = [w for w in (window_shards, 2, 1) if w <= window_shards]
-    baseline_cache: dict[bool, int] = {}
 
     def make(w: int, pf: int | None, ws: int) -> LoaderPlan:
-        if w and True not in baseline_cache:
-            baseline_cache[True] = worker_baseline(
-                dataset, _collate_of(dataset), multiprocessing_context=multiprocessing_context
-            )
         mapped = prof.kind in ("mapped", "streaming")
         open_shards = (2 * ws if prof.kind == "mapped" else 2) if mapped else None
         plan = LoaderPlan(
@@ -330,12 +355,13 @@ def plan_loader(
             budget_bytes=budget,
             device=dev,
             multiprocessing_context=multiprocessing_context,
+            headroom=headroom,
         )
         terms = _terms(
             prof, dataset, workers=w, prefetch=plan.prefetch_factor, batch_size=bs, pin=pin,
             window_shards=ws, max_open_shards=open_shards, cache_bytes=plan.cache_bytes,
             shuffle_bytes=plan.shuffle_buffer_bytes, main=main,
-            baseline=baseline_cache.get(True, 0) if w else 0, extra_caches=_cache_bytes(caches),
+            baseline=baseline if w else None, extra_caches=_cache_bytes(caches),
         )  # fmt: skip
         return replace(plan, estimate=MemoryEstimate(terms=terms))
 
@@ -356,13 +382,13 @@ def plan_loader(
     raise BudgetError(
         f"no loader plan fits budget {_mb(budget)}: the smallest tried ({smallest.num_workers} "
         f"workers, prefetch {smallest.prefetch_factor}, batch {bs}, window_shards "
-        f"{smallest.window_shards}) needs {_mb(smallest.estimate.total)}; the largest term is "
+        f"{smallest.window_shards}) needs {_mb(smallest.required_bytes)} (with {headroom:.0%} "
+        f"headroom on the loader's terms); the largest term is "
         f"{name} = {_mb(size)}{_HINTS.get(name, '')}\n{smallest.estimate.table()}"
     )
 
 
 _HINTS = {
-    "main_process": " (memory this process already holds: free it or raise the budget)",
     "worker_baseline": " (fewer workers, or a leaner worker start method)",
     "prefetched_batches": " (lower batch_size or prefetch_factor)",
     "pinned_buffers": " (lower batch_size, or pin_memory off)",
