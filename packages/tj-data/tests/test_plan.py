@@ -32,7 +32,7 @@ from tj_data import (
 )
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-from _bench_common import SCHEMA, make_block  # noqa: E402
+from _bench_common import SCHEMA, make_block
 
 MiB = 1 << 20
 
@@ -84,13 +84,21 @@ def test_errors_name_the_term(big: Path, tmp_path: Path) -> None:
     with pytest.raises(BudgetError, match=r"smaller than one batch: batch_size=8192"):
         plan_loader(ds, budget_bytes=main + 32 * MiB, batch_size=8192, num_workers=0)
     stream = StreamingGraphDataset(big, shuffle_buffer_bytes=400 * MiB)
-    with pytest.raises(BudgetError, match=r"largest term is shuffle_buffer = .*shuffle_buffer_bytes"):
+    with pytest.raises(
+        BudgetError, match=r"largest term is shuffle_buffer = .*shuffle_buffer_bytes"
+    ):
         plan_loader(stream, budget_bytes=main + 200 * MiB, batch_size=32, num_workers=0)
     chunked = ChunkedGraphDataset(big, cache_chunks=40)
     with pytest.raises(BudgetError, match=r"largest term is caches = .*cache_chunks"):
         plan_loader(chunked, budget_bytes=main + 120 * MiB, batch_size=32, num_workers=0)
     with pytest.raises(ValueError, match="num_workers=0 takes no prefetch_factor"):
-        LoaderPlan(num_workers=0, prefetch_factor=2, batch_size=8, pin_memory=False, persistent_workers=False)
+        LoaderPlan(
+            num_workers=0,
+            prefetch_factor=2,
+            batch_size=8,
+            pin_memory=False,
+            persistent_workers=False,
+        )
 
 
 def test_terms_of_windows_streams_and_hdf5(tmp_path: Path) -> None:
@@ -108,7 +116,9 @@ def test_terms_of_windows_streams_and_hdf5(tmp_path: Path) -> None:
     assert MiB <= splan.estimate.terms["shuffle_buffer"] < 4 * MiB
     with GraphStoreWriter(tmp_path / "h", base.schema, backend="hdf5") as w:
         w.append(base[0])
-    hplan = plan_loader(HDF5GraphDataset(tmp_path / "h"), budget_bytes=budget, batch_size=1, num_workers=0)
+    hplan = plan_loader(
+        HDF5GraphDataset(tmp_path / "h"), budget_bytes=budget, batch_size=1, num_workers=0
+    )
     assert hplan.estimate.terms["caches"] == 4 * MiB  # the HDF5 chunk cache of one open file
 
 
@@ -129,9 +139,13 @@ def test_zero_workers_seeds_and_sampler_pairing(tmp_path: Path) -> None:
     loader = build_loader(ds, zero)
     it = iter(loader)
     assert np.array_equal(np.random.get_state()[1], state[1])  # main RNGs left alone
-    assert loader.num_workers == 0 and loader.prefetch_factor is None and loader.worker_init_fn is None
+    assert (
+        loader.num_workers == 0 and loader.prefetch_factor is None and loader.worker_init_fn is None
+    )
     assert sum(b.num_graphs for b in it) == len(ds)
-    two = LoaderPlan(num_workers=2, prefetch_factor=1, batch_size=8, pin_memory=False, persistent_workers=True)
+    two = LoaderPlan(
+        num_workers=2, prefetch_factor=1, batch_size=8, pin_memory=False, persistent_workers=True
+    )
 
     def draws(rank: int, seed: int) -> list[list[tuple[float, float, float]]]:
         loader = build_loader(ds, two, rank=rank, world_size=2, seed=seed)
@@ -141,14 +155,18 @@ def test_zero_workers_seeds_and_sampler_pairing(tmp_path: Path) -> None:
     assert a == again  # reproducible
     e0, e1 = a
     assert len(set(e0[:2])) == 2  # worker 0 and worker 1 differ
-    assert all(x != y for x, y in zip(e0, e1, strict=False))  # persistent workers reseeded per epoch
+    assert all(
+        x != y for x, y in zip(e0, e1, strict=False)
+    )  # persistent workers reseeded per epoch
     assert all(x != y for x, y in zip(e0, other_rank[0], strict=False))  # ranks differ
     # pairing: each rank reads its own half, shard-locally shuffled
     seen = []
     for rank in (0, 1):
         loader = build_loader(ds, zero, rank=rank, world_size=2, seed=3)
         assert isinstance(loader.sampler, DistributedChunkSampler)
-        seen.append(np.concatenate([b.sim_time.numpy() * 10 + b.intersection.numpy() for b in loader]))
+        seen.append(
+            np.concatenate([b.sim_time.numpy() * 10 + b.intersection.numpy() for b in loader])
+        )
     assert len(seen[0]) == len(seen[1]) == -(-len(ds) // 2)
     win = WindowDataset(MmapGraphDataset(path), window=3, stream_key="intersection")
     idx = [list(build_loader(win, zero, rank=r, world_size=2).sampler) for r in (0, 1)]
@@ -164,7 +182,9 @@ def test_autotune_measures_and_picks(tmp_path: Path) -> None:
     ds = MmapGraphDataset(path)
     budget = tree_memory().pss + 512 * MiB
     base = plan_loader(ds, budget_bytes=budget, batch_size=16, num_workers=0)
-    one = LoaderPlan(num_workers=1, prefetch_factor=2, batch_size=16, pin_memory=False, persistent_workers=True)
+    one = LoaderPlan(
+        num_workers=1, prefetch_factor=2, batch_size=16, pin_memory=False, persistent_workers=True
+    )
     res = autotune_loader(
         ds, budget, {"none": base, "one": one}, seconds_per_candidate=0.5, warmup_batches=1
     )
