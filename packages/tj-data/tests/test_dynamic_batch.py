@@ -61,9 +61,11 @@ def test_hysteresis() -> None:
 
 def test_shrinks_under_real_memory_pressure() -> None:
     base = tree_memory().pss
-    ctl = DynamicBatchSize(64, budget_bytes=base + 150 * MiB, check_every=1, patience=2)
-    assert ctl.update() == 64 and ctl.last_usage < 0.85
-    hog = np.ones(200 * MiB // 8)  # 200 MiB touched: the tree's PSS goes over the budget
+    ctl = DynamicBatchSize(
+        64, budget_bytes=base + 200 * MiB, shrink_above=0.95, check_every=1, patience=2
+    )
+    assert ctl.update() == 64 and ctl.last_usage < 0.95
+    hog = np.ones(300 * MiB // 8)  # 300 MiB touched: the tree's PSS goes over the budget
     try:
         assert ctl.update() < 64 and ctl.events[-1].reason == "shrink"
         assert ctl.last_usage > 1.0
