@@ -115,7 +115,7 @@ def _apply_plan(dataset: Any, plan: LoaderPlan) -> None:
     base = getattr(dataset, "base", dataset)
     store = getattr(base, "store", None)
     if plan.max_open_shards is not None and store is not None:
-        store.max_open_shards = plan.max_open_shards
+        store.set_max_open_shards(plan.max_open_shards)
     if plan.cache_bytes is not None and isinstance(base, ChunkedGraphDataset):
         base.cache_bytes = int(plan.cache_bytes)
         base.clear_cache()

@@ -68,7 +68,7 @@ class GraphDataset(Dataset[Sample]):
             raise ValueError(f"dequantize={dequantize!r}: expected one of {DEQUANTIZE}")
         self.store = as_store(store, verify=verify, hdf5=hdf5)
         if max_open_shards is not None:
-            self.store.max_open_shards = max_open_shards
+            self.store.set_max_open_shards(max_open_shards)
         if self.required_backend and self.store.backend != self.required_backend:
             raise SchemaMismatchError(
                 f"{type(self).__name__} reads '{self.required_backend}' stores; {self.store.path} is "

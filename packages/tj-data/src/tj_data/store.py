@@ -235,12 +235,23 @@ class GraphStore:
                 where = f"{self.path / str(info.container)}:{info.name}"
             self._check_fields(arrays, info, where)
             self._arrays[k] = arrays
-            cap = self.max_open_shards
-            while cap is not None and len(self._arrays) > max(cap, 1):
-                self._arrays.popitem(last=False)  # unmapped once the last view is gone
         else:
             self._arrays.move_to_end(k)
+        self._trim()
         return arrays
+
+    def _trim(self) -> None:
+        cap = self.max_open_shards
+        while cap is not None and len(self._arrays) > max(cap, 1):
+            self._arrays.popitem(last=False)  # unmapped once the last view is gone
+
+    def set_max_open_shards(self, n: int | None) -> None:
+        """Cap the shards this process keeps open (None: unbounded); applies at once."""
+        if n is not None and n < 1:
+            raise ValueError(f"max_open_shards={n}: expected >= 1 or None")
+        self.max_open_shards = n
+        if getattr(self, "_pid", None) == os.getpid():
+            self._trim()
 
     def _open_h5_shard(self, info: ShardInfo) -> dict[str, Any]:
         where = f"{self.path / str(info.container)}:{info.name}"
