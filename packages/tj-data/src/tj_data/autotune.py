@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -113,6 +113,7 @@ def _measure(
     warmup: int,
     seed: int,
     interval: float,
+    step_fn: Callable[[Any], Any] | None = None,
 ) -> tuple[float, int, int, bool]:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     loader = build_loader(dataset, plan, seed=seed)
@@ -134,6 +135,8 @@ def _measure(
                 except StopIteration:
                     it = iter(loader)
                     continue
+                if step_fn is not None:
+                    step_fn(batch)
                 n += _count(batch)
                 batches += 1
                 if sampler.peak_pss > budget:
@@ -161,9 +164,14 @@ def autotune_loader(
     cpu_count: int | None = None,
     seed: int = 0,
     pss_interval: float = 0.25,
+    step_fn: Callable[[Any], Any] | None = None,
 ) -> AutotuneResult:
     """Measure each candidate (default: `hand_plans` of `plan_loader`'s plan, plus that plan)
     on `dataset` and return the fastest that stayed within `budget_bytes`, with every row.
+
+    `step_fn(batch)` runs after each batch (e.g. a training step, or its stand-in): workers
+    pay off when the main process is busy, and a loader measured alone favours none. Without
+    it, the loader's own throughput is compared.
 
     Raises BudgetError when no candidate stays within the budget."""
     if candidates is None:
