@@ -152,7 +152,9 @@ def main() -> None:
                     for f, r in rep.fields.items()
                 },
             }  # fmt: skip
-        result["batches"] = {bs: batches_bench(root / "q-minmax", bs, args.batches, args.repeats) for bs in (32, 256)}
+        result["batches"] = {
+            bs: batches_bench(root / "q-minmax", bs, args.batches, args.repeats) for bs in (32, 256)
+        }
         args.out.write_text(json.dumps(result, indent=1))
         report(result)
     finally:
@@ -164,19 +166,31 @@ def report(r: dict[str, Any]) -> None:
           f"exact statistics of 3 fields in {r['stats_exact_s']:.1f} s\n")  # fmt: skip
     print("| fields | kind | float32 bytes | stored bytes | ratio |\n|---|---|---:|---:|---:|")
     for f, v in r["minmax"]["fields"].items():
-        print(f"| {f} | {v['kind']} | {v['float32_bytes']:,} | {v['stored_bytes']:,} | {v['ratio']:.3f} |")
-    print(f"\nwhole store: {r['store_bytes'] / 1e6:.1f} MB -> {r['minmax']['store_bytes'] / 1e6:.1f} MB\n")
-    print("| field | column | kind | max abs error (min/max) | mean abs error (min/max) | max abs error (p0.1-p99.9) | mean abs error (p0.1-p99.9) | clipped (p0.1-p99.9) |")
+        print(
+            f"| {f} | {v['kind']} | {v['float32_bytes']:,} | {v['stored_bytes']:,} | {v['ratio']:.3f} |"
+        )
+    print(
+        f"\nwhole store: {r['store_bytes'] / 1e6:.1f} MB -> {r['minmax']['store_bytes'] / 1e6:.1f} MB\n"
+    )
+    print(
+        "| field | column | kind | max abs error (min/max) | mean abs error (min/max) | max abs error (p0.1-p99.9) | mean abs error (p0.1-p99.9) | clipped (p0.1-p99.9) |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for f, v in r["minmax"]["fields"].items():
         for c, e in v["columns"].items():
             p = r["p0.1-p99.9"]["fields"][f]["columns"][c]
             print(f"| {f} | {c} | {v['kind']} | {e['max_abs']:.4g} | {e['mean_abs']:.4g} | {p['max_abs']:.4g} | "
                   f"{p['mean_abs']:.4g} | {p['clipped']:,} |")  # fmt: skip
-    print("\n| batch | dequantize | bytes per batch (crosses the bus) | collate us (CPU) |\n|---:|---|---:|---:|")
+    print(
+        "\n| batch | dequantize | bytes per batch (crosses the bus) | collate us (CPU) |\n|---:|---|---:|---:|"
+    )
     for bs, modes in r["batches"].items():
         for m, v in modes.items():
-            extra = f" ({v['to_device_dequantize_us']:.0f} us to device + decode)" if "to_device_dequantize_us" in v else ""
+            extra = (
+                f" ({v['to_device_dequantize_us']:.0f} us to device + decode)"
+                if "to_device_dequantize_us" in v
+                else ""
+            )
             print(f"| {bs} | {m} | {v['bytes_per_batch']:,.0f} | {v['collate_us']:,.0f}{extra} |")
 
 

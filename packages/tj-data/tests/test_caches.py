@@ -189,7 +189,7 @@ def _key_of(path: str) -> Any:
     from tj_data._codec import _PREFIX
 
     data = Path(path).read_bytes()
-    hlen = _PREFIX.unpack_from(data, 0)[2]
+    hlen = _PREFIX.unpack_from(data, 0)[3]
     key = json.loads(data[_PREFIX.size : _PREFIX.size + hlen])["key"]
     return tuple(key)
 

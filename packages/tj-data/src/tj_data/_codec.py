@@ -21,7 +21,8 @@ __all__ = ["CorruptEntry", "decode", "encode", "key_json"]
 
 MAGIC = b"TJDC"
 VERSION = 1
-_PREFIX = struct.Struct("<4sBxxxIQIxxxxxxxx")  # magic, version, header len, payload len, crc
+_PREFIX = struct.Struct("<4sBBxxIQIxxxxxxxx")  # magic, version, flags, header/payload len, crc
+_CRC = 1  # flag: the crc32 field is set
 _ALIGN = 64
 
 
@@ -45,8 +46,9 @@ def key_json(key: Any) -> Any:
     )
 
 
-def encode(key: Any, value: Any) -> list[bytes | memoryview]:
-    """Buffers whose concatenation is the file content for (key, value)."""
+def encode(key: Any, value: Any, *, checksum: bool = True) -> list[bytes | memoryview]:
+    """Buffers whose concatenation is the file content for (key, value); `checksum=False`
+    leaves the crc32 out (the lengths still catch truncation)."""
     arrays: list[np.ndarray] = []
 
     def tree(v: Any) -> Any:
@@ -83,14 +85,14 @@ def encode(key: Any, value: Any) -> list[bytes | memoryview]:
     header = json.dumps({"key": key_json(key), "tree": structure, "arrays": metas}).encode()
     header += b" " * (-(len(header) + _PREFIX.size) % _ALIGN)
     body: list[bytes | memoryview] = [header]
-    crc = zlib.crc32(header)
-    for a, m in zip(arrays, metas, strict=True):
+    crc = zlib.crc32(header) if checksum else 0
+    for a in arrays:
         buf = memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")
         pad = b"\0" * (-(len(buf)) % _ALIGN)
-        crc = zlib.crc32(pad, zlib.crc32(buf, crc))
+        if checksum:
+            crc = zlib.crc32(pad, zlib.crc32(buf, crc))
         body += [buf, pad]
-        del m
-    prefix = _PREFIX.pack(MAGIC, VERSION, len(header), offset, crc)
+    prefix = _PREFIX.pack(MAGIC, VERSION, _CRC if checksum else 0, len(header), offset, crc)
     return [prefix, *body]
 
 
@@ -99,7 +101,7 @@ def decode(data: bytearray | bytes, key: Any) -> Any:
     Arrays are views into `data` (writable when `data` is a bytearray)."""
     if len(data) < _PREFIX.size:
         raise CorruptEntry(f"{len(data)} bytes, shorter than the {_PREFIX.size}-byte prefix")
-    magic, version, hlen, plen, crc = _PREFIX.unpack_from(data, 0)
+    magic, version, flags, hlen, plen, crc = _PREFIX.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION:
         raise CorruptEntry(f"bad magic/version {magic!r}/{version}")
     if len(data) != _PREFIX.size + hlen + plen:
@@ -107,7 +109,7 @@ def decode(data: bytearray | bytes, key: Any) -> Any:
             f"{len(data)} bytes, expected {_PREFIX.size + hlen + plen} (truncated or extended)"
         )
     view = memoryview(data)
-    if zlib.crc32(view[_PREFIX.size :]) != crc:
+    if flags & _CRC and zlib.crc32(view[_PREFIX.size :]) != crc:
         raise CorruptEntry("crc32 mismatch (damaged content)")
     try:
         header = json.loads(bytes(view[_PREFIX.size : _PREFIX.size + hlen]))
