@@ -59,7 +59,7 @@ def test_estimate_vs_measured_pss_and_budget_holds(big: Path) -> None:
     terms = plan.estimate.terms
     assert set(terms) == {
         "main_process", "worker_baseline", "prefetched_batches", "pinned_buffers",
-        "collate_transient", "caches", "shuffle_buffer", "mapped_pages",
+        "collate_transient", "caches", "shuffle_buffer", "mapped_pages", "sampler_index",
     }  # fmt: skip
     assert plan.fits and plan.max_open_shards == 2 * plan.window_shards
     assert terms["worker_baseline"] > 4 * MiB and terms["mapped_pages"] > 8 * MiB

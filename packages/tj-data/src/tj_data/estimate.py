@@ -35,7 +35,15 @@ from tj_data.store import GraphStore
 from tj_data.streaming import StreamingGraphDataset
 from tj_data.window import WindowDataset
 
-__all__ = ["DatasetProfile", "WorkerCost", "batch_bytes", "profile_dataset", "worker_baseline"]
+__all__ = [
+    "TERMS",
+    "DatasetProfile",
+    "WorkerCost",
+    "batch_bytes",
+    "estimate_terms",
+    "profile_dataset",
+    "worker_baseline",
+]
 
 log = logging.getLogger(__name__)
 _ALIGN = 64
@@ -244,3 +252,77 @@ def _wait_gone(before: set[int], timeout: float = 10.0) -> None:
         if not extra:
             return
         time.sleep(0.02)
+
+
+TERMS = (
+    "main_process",
+    "worker_baseline",
+    "prefetched_batches",
+    "pinned_buffers",
+    "collate_transient",
+    "caches",
+    "shuffle_buffer",
+    "mapped_pages",
+    "sampler_index",
+)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n - 1).bit_length())
+
+
+def estimate_terms(
+    prof: DatasetProfile,
+    dataset: Any,
+    *,
+    workers: int,
+    prefetch: int | None,
+    batch_size: int,
+    pin: bool,
+    window_shards: int | None,
+    max_open_shards: int | None,
+    cache_bytes: int | None,
+    shuffle_bytes: int | None,
+    main: int,
+    baseline: WorkerCost | None,
+    extra_caches: int,
+) -> dict[str, int]:
+    """Bytes per term (see `tj_data.plan`) of a loader configuration on a profiled dataset."""
+    p99, _ = batch_bytes(prof, batch_size)
+    inflight = workers * (prefetch or 0) + 2
+    procs = max(workers, 1)
+    caches = extra_caches
+    base = dataset.base if prof.windows else dataset
+    if prof.kind == "chunked":
+        caches += procs * (int(cache_bytes or base.cache_bytes) + prof.max_shard_bytes)
+    if prof.kind == "hdf5" and prof.store is not None:
+        files = len({s.container for s in prof.store.manifest.shards})
+        caches += procs * files * prof.store.hdf5.rdcc_nbytes
+    shuffle = 0
+    if prof.kind == "streaming":
+        buf = int(shuffle_bytes if shuffle_bytes is not None else base.shuffle_buffer_bytes)
+        per_sample = max(prof.mean_sample_bytes, 1.0)
+        overhead = buf / per_sample * prof.sample_overhead
+        block = base.read_block * (per_sample + prof.sample_overhead)
+        shuffle = int(procs * (buf + overhead + block))
+    mapped = 0
+    if prof.kind in ("mapped", "streaming") and prof.store is not None:
+        # + 1: the shard just evicted stays mapped while views of it are still being collated
+        shards = (max_open_shards + 1) if max_open_shards else prof.store.num_shards
+        per_proc = min(shards, prof.store.num_shards) * prof.max_shard_bytes
+        # map-style: the sampler in the main process feeds every worker from the same window of
+        # shards (pages shared, counted once); streaming: each worker streams its own shards
+        mapped = per_proc * (procs if prof.kind == "streaming" else 1)
+    items = prof.num_items
+    index = 24 * items if prof.kind != "streaming" else procs * 8 * items + 24 * items
+    return {
+        "main_process": main,
+        "worker_baseline": baseline.total(workers) if baseline is not None else 0,
+        "prefetched_batches": inflight * p99,
+        "pinned_buffers": inflight * _pow2(p99) if pin else 0,
+        "collate_transient": procs * 2 * p99,
+        "caches": caches,
+        "shuffle_buffer": shuffle,
+        "mapped_pages": mapped,
+        "sampler_index": index,
+    }

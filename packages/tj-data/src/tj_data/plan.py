@@ -13,6 +13,7 @@ estimate here sums measured terms for the whole process tree:
 | caches | chunk caches (+ one shard being decoded) per worker, HDF5 chunk caches, given caches |
 | shuffle_buffer | streaming: per worker, buffer bytes + Python overhead + one read block |
 | mapped_pages | npy: the shards a process keeps mapped (the sampler's window); they count in PSS and, as page cache, against a cgroup limit |
+| sampler_index | the epoch's index order: 8 bytes per item, built with ~2 temporaries (in the main process; a stream builds its own per worker) |
 
 Batches are sized from the store's size index (p99 of random batches), never from the mean.
 """
@@ -29,8 +30,8 @@ import torch
 from tj_data.errors import BudgetError
 from tj_data.estimate import (
     DatasetProfile,
-    WorkerCost,
     batch_bytes,
+    estimate_terms,
     profile_dataset,
     worker_baseline,
 )
@@ -38,17 +39,6 @@ from tj_data.pss import tree_memory
 from tj_data.sysmem import default_budget
 
 __all__ = ["LoaderPlan", "MemoryEstimate", "estimate_plan", "plan_loader"]
-
-TERMS = (
-    "main_process",
-    "worker_baseline",
-    "prefetched_batches",
-    "pinned_buffers",
-    "collate_transient",
-    "caches",
-    "shuffle_buffer",
-    "mapped_pages",
-)
 
 
 def _mb(n: float) -> str:
@@ -142,63 +132,6 @@ class LoaderPlan:
         )
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, int(n - 1).bit_length())
-
-
-def _terms(
-    prof: DatasetProfile,
-    dataset: Any,
-    *,
-    workers: int,
-    prefetch: int | None,
-    batch_size: int,
-    pin: bool,
-    window_shards: int | None,
-    max_open_shards: int | None,
-    cache_bytes: int | None,
-    shuffle_bytes: int | None,
-    main: int,
-    baseline: WorkerCost | None,
-    extra_caches: int,
-) -> dict[str, int]:
-    p99, _ = batch_bytes(prof, batch_size)
-    inflight = workers * (prefetch or 0) + 2
-    procs = max(workers, 1)
-    caches = extra_caches
-    base = dataset.base if prof.windows else dataset
-    if prof.kind == "chunked":
-        caches += procs * (int(cache_bytes or base.cache_bytes) + prof.max_shard_bytes)
-    if prof.kind == "hdf5" and prof.store is not None:
-        files = len({s.container for s in prof.store.manifest.shards})
-        caches += procs * files * prof.store.hdf5.rdcc_nbytes
-    shuffle = 0
-    if prof.kind == "streaming":
-        buf = int(shuffle_bytes if shuffle_bytes is not None else base.shuffle_buffer_bytes)
-        per_sample = max(prof.mean_sample_bytes, 1.0)
-        overhead = buf / per_sample * prof.sample_overhead
-        block = base.read_block * (per_sample + prof.sample_overhead)
-        shuffle = int(procs * (buf + overhead + block))
-    mapped = 0
-    if prof.kind in ("mapped", "streaming") and prof.store is not None:
-        # + 1: the shard just evicted stays mapped while views of it are still being collated
-        shards = (max_open_shards + 1) if max_open_shards else prof.store.num_shards
-        per_proc = min(shards, prof.store.num_shards) * prof.max_shard_bytes
-        # map-style: the sampler in the main process feeds every worker from the same window of
-        # shards (pages shared, counted once); streaming: each worker streams its own shards
-        mapped = per_proc * (procs if prof.kind == "streaming" else 1)
-    return {
-        "main_process": main,
-        "worker_baseline": baseline.total(workers) if baseline is not None else 0,
-        "prefetched_batches": inflight * p99,
-        "pinned_buffers": inflight * _pow2(p99) if pin else 0,
-        "collate_transient": procs * 2 * p99,
-        "caches": caches,
-        "shuffle_buffer": shuffle,
-        "mapped_pages": mapped,
-    }
-
-
 def estimate_plan(
     dataset: Any,
     plan: LoaderPlan,
@@ -220,7 +153,7 @@ def estimate_plan(
         else None
     )
     return MemoryEstimate(
-        terms=_terms(
+        terms=estimate_terms(
             prof,
             dataset,
             workers=plan.num_workers,
@@ -357,7 +290,7 @@ def plan_loader(
             multiprocessing_context=multiprocessing_context,
             headroom=headroom,
         )
-        terms = _terms(
+        terms = estimate_terms(
             prof, dataset, workers=w, prefetch=plan.prefetch_factor, batch_size=bs, pin=pin,
             window_shards=ws, max_open_shards=open_shards, cache_bytes=plan.cache_bytes,
             shuffle_bytes=plan.shuffle_buffer_bytes, main=main,
@@ -396,4 +329,5 @@ _HINTS = {
     "caches": " (smaller cache_chunks / cache_bytes / HDF5 rdcc_nbytes, or fewer workers)",
     "shuffle_buffer": " (smaller shuffle_buffer_bytes or read_block)",
     "mapped_pages": " (smaller shards: the mapped working set is whole shards)",
+    "sampler_index": " (the epoch's order of this many items: fewer items per epoch)",
 }

@@ -22,6 +22,8 @@ from tj_data.store import GraphStore
 
 __all__ = ["ChunkShuffleSampler", "DistributedChunkSampler", "chunk_layout", "store_of"]
 
+_BLOCK = 4096
+
 
 def store_of(data: Any) -> GraphStore:
     """The GraphStore behind a dataset (or the store itself, or a path)."""
@@ -113,9 +115,11 @@ class DistributedChunkSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         start, self._start = self._start, 0
         self._yielded = start
-        for i in self.order()[start:].tolist():
-            self._yielded += 1
-            yield i
+        order = self.order()[start:]
+        for lo in range(0, len(order), _BLOCK):  # a list of the whole epoch would cost ~36 B
+            for i in order[lo : lo + _BLOCK].tolist():  # per index (boxed ints) in the main
+                self._yielded += 1
+                yield i
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)

@@ -243,7 +243,8 @@ class GraphStore:
     def _trim(self) -> None:
         cap = self.max_open_shards
         while cap is not None and len(self._arrays) > max(cap, 1):
-            self._arrays.popitem(last=False)  # unmapped once the last view is gone
+            k, _ = self._arrays.popitem(last=False)  # unmapped once the last view is gone
+            self._ptrs.pop(k, None)  # re-read (a small copy) when the shard reopens
 
     def set_max_open_shards(self, n: int | None) -> None:
         """Cap the shards this process keeps open (None: unbounded); applies at once."""
