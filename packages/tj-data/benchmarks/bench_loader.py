@@ -9,6 +9,8 @@ One command, prints markdown tables and writes JSON (--out):
    MmapGraphDataset: nothing bounds the mapped pages) and "tj-data" (build_loader: chunk sampler,
    bounded open shards); then plan_loader's plan and autotune_loader's pick. Samples/s and the
    peak PSS of the whole process tree, per configuration interleaved, median of --repeats runs.
+   --step-ms adds that much CPU work per batch in the main process (a training step stand-in),
+   for autotune and every row: with a busy main process, workers pay off.
 2. Budget adherence: plan_loader's plan with persistent workers for --epochs full epochs over the
    store (--size-gb, several times --budget-gb): peak tree PSS and samples/s per epoch.
 The store is generated in --dir (default: a temp dir) by a child process and deleted at the end.
@@ -71,7 +73,22 @@ def wait_children(before: set[int]) -> None:
         time.sleep(0.05)
 
 
-def measure(make: Any, seconds: float, warmup: int, interval: float) -> dict[str, float]:
+def busy(ms: float) -> Any:
+    """A stand-in for the training step: `ms` of CPU work in the main process per batch."""
+    if ms <= 0:
+        return None
+
+    def step(_batch: Any) -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+
+    return step
+
+
+def measure(
+    make: Any, seconds: float, warmup: int, interval: float, step: Any = None
+) -> dict[str, float]:
     before = children()
     gc.collect()
     loader = make()
@@ -83,9 +100,13 @@ def measure(make: Any, seconds: float, warmup: int, interval: float) -> dict[str
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             try:
-                n += next(it).num_graphs
+                b = next(it)
             except StopIteration:
                 it = iter(loader)
+                continue
+            if step is not None:
+                step(b)
+            n += b.num_graphs
         dt = time.perf_counter() - t0
         del it
     del loader
@@ -123,9 +144,11 @@ def seed_table(args: argparse.Namespace, store: Path, budget: int) -> dict[str, 
         (planned.num_workers, planned.prefetch_factor),
     )
     t0 = time.perf_counter()
+    step = busy(args.step_ms)
     tuned = autotune_loader(
-        MmapGraphDataset(store), budget, batch_size=bs, seconds_per_candidate=args.tune_seconds
-    )
+        MmapGraphDataset(store), budget, batch_size=bs, seconds_per_candidate=args.tune_seconds,
+        step_fn=step,
+    )  # fmt: skip
     tune_s = time.perf_counter() - t0
     best = tuned.best
     configs["autotune_loader"] = (
@@ -135,7 +158,7 @@ def seed_table(args: argparse.Namespace, store: Path, budget: int) -> dict[str, 
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in configs}
     for r in range(args.repeats):
         for name, (make, _) in configs.items():  # interleaved: contention hits every row alike
-            runs[name].append(measure(make, args.seconds, 3, args.pss_interval))
+            runs[name].append(measure(make, args.seconds, 3, args.pss_interval, step))
             print(f"run {r} {name}: {runs[name][-1]['samples_per_s']:.0f} samples/s", flush=True)
     rows = {}
     for name, (_, (w, pf)) in configs.items():
@@ -202,6 +225,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--epoch-batches", type=int, default=0, help="cap per epoch (0: full)")
     ap.add_argument("--pss-interval", type=float, default=0.25)
+    ap.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="CPU work per batch in the main process (a training step stand-in)",
+    )
     ap.add_argument("--skip", choices=["table", "epochs"], action="append", default=[])
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench_loader.json"))
@@ -235,7 +264,7 @@ def main() -> None:
 
 
 def report(r: dict[str, Any]) -> None:
-    print(f"\nMachine: {r['machine']}; store {r['store_bytes'] / 1e9:.2f} GB ({r['samples']:,} samples), "
+    print(f"\nMachine: {r['machine']}; step {r['args']['step_ms']} ms per batch; store {r['store_bytes'] / 1e9:.2f} GB ({r['samples']:,} samples), "
           f"budget {r['budget'] / GiB:.2f} GiB, main process before loaders {r['main_pss'] / MiB:,.0f} MiB PSS\n")  # fmt: skip
     if "seed_table" in r:
         t = r["seed_table"]

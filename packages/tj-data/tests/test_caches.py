@@ -127,6 +127,11 @@ def test_disk_corrupt_entry_dropped(tmp_path: Path, caplog: pytest.LogCaptureFix
     assert "corrupt cache entry" in caplog.text and "truncated" in caplog.text
     assert "crc32 mismatch" in caplog.text
     assert not path_a.exists() and not path_b.exists() and d.stats().corrupt == 2
+    fast = DiskCache(tmp_path / "fast", max_bytes=1 << 20, checksum=False)  # lengths only
+    fast.put("a", arr(4000, 1.0))
+    p = fast._path("a")
+    os.truncate(p, p.stat().st_size - 8)
+    assert fast.get("a") is None and fast.stats().corrupt == 1
 
 
 def _write_then_large(path: str, ready: Any) -> None:

@@ -209,6 +209,7 @@ def plan_loader(
     device: str | torch.device = "cpu",
     cpu_count: int | None = None,
     num_workers: int | None = None,
+    max_workers: int = 8,
     prefetch_factor: int | None = None,
     window_shards: int = 2,
     drop_last: bool = False,
@@ -216,7 +217,8 @@ def plan_loader(
     multiprocessing_context: str | None = None,
     headroom: float = 0.25,
 ) -> LoaderPlan:
-    """The DataLoader settings with the most workers (prefetch 2, else 1) whose estimated peak
+    """The DataLoader settings with the most workers (at most min(cores - 1, max_workers);
+    prefetch 2, else 1) whose estimated peak
     memory of the whole process tree fits `budget_bytes` (`autotune_loader` measures deeper
     prefetching and fewer workers too).
 
@@ -228,6 +230,8 @@ def plan_loader(
         device: "cuda..." turns pin_memory on (pinned buffers become a term).
         cpu_count: cores to plan for (default: this process's affinity); workers <= cores - 1.
         num_workers, prefetch_factor: fix them instead of searching.
+        max_workers: the search starts at min(cores - 1, max_workers) workers (more rarely
+            feeds a GPU faster; `autotune_loader` measures).
         window_shards: shards the chunk sampler shuffles within (reduced to fit if needed).
         caches: extra caches (LRUCache / TieredCache) the training loop holds, for the estimate.
         headroom: margin on the loader's terms (see `LoaderPlan.required_bytes`); 0.25 covers
@@ -246,7 +250,7 @@ def plan_loader(
     pin = dev.startswith("cuda") and torch.cuda.is_available()
     cores = cpu_count if cpu_count is not None else _cores()
     bs = batch_size or _auto_batch_size(prof, budget)
-    max_w = max(0, cores - 1) if cores > 1 and prof.kind != "live" else 0
+    max_w = min(max(0, cores - 1), max_workers) if cores > 1 and prof.kind != "live" else 0
     worker_range = [num_workers] if num_workers is not None else list(range(max_w, -1, -1))
     baseline = None
     if max(worker_range) > 0:  # measured before main: the probe may leave the main a bit larger
