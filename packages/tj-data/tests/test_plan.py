@@ -194,5 +194,16 @@ def test_autotune_measures_and_picks(tmp_path: Path) -> None:
     assert res.best_name == best.name and "| none | 0 |" in res.markdown()
     with pytest.raises(BudgetError, match="no candidate stayed within the budget"):
         autotune_loader(ds, tree_memory().pss // 2, {"one": one}, seconds_per_candidate=0.3)
+    seen: list[int] = []
+    stepped = autotune_loader(
+        ds,
+        budget,
+        {"none": base},
+        seconds_per_candidate=0.3,
+        warmup_batches=1,
+        step_fn=lambda batch: seen.append(batch.num_graphs),
+    )
+    assert seen and all(n == 16 for n in seen[:-1])  # the step ran on every measured batch
+    assert stepped.table[0].samples_per_s > 0
     names = list(hand_plans(one, cores=2))
     assert names[0] == "safe 4x2 (capped: 2x2)" and names[-1] == "no workers" and len(names) == 4

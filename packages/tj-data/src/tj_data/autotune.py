@@ -197,6 +197,7 @@ def autotune_loader(
                 warmup_batches,
                 seed,
                 pss_interval,
+                step_fn,
             )
             rows.append(
                 CandidateResult(
