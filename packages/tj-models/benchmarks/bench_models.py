@@ -3,8 +3,8 @@
     uv run python packages/tj-models/benchmarks/bench_models.py [--sizes tiny,normal] [--reps 3]
         [--iters 5] [--threads N] [--out results.json]
 
-Batches: 32 graphs (intersections) of ~15 vehicles (Poisson), radius-40 m graphs capped at 8
-neighbours; the world model reads windows of 4 input steps (+1 target step) of those 32 streams.
+Batches: 32 graphs (intersections) of ~15 vehicles (Poisson), each vehicle linked to its 4 nearest
+neighbours within 30 m (tj-rl's snapshot defaults, math heading); the world model reads windows of 4 input steps (+1 target step) of those 32 streams.
 Every (size, component) measurement runs in a fresh child process, and the children are
 interleaved rep by rep (A B C ... A B C ...), so the activation-checkpointing comparison is taken in
 the same run under the same load. Reported: median over reps of samples/s (graphs/s for gnn,
@@ -55,8 +55,8 @@ def _bench_window(graphs: int, vehicles: float, steps: int, seed: int):
             d = dist - speed * 2.0 * t
             x = torch.stack(
                 [
-                    -torch.sin(theta) * d,
                     -torch.cos(theta) * d,
+                    -torch.sin(theta) * d,
                     speed,
                     torch.zeros(n),
                     torch.sin(theta),
@@ -68,13 +68,13 @@ def _bench_window(graphs: int, vehicles: float, steps: int, seed: int):
                 -1,
             )
             ei = radius_edges(
-                x[:, :2], torch.tensor([0, n]), torch.zeros(n, dtype=torch.long), 40.0, 8
+                x[:, :2], torch.tensor([0, n]), torch.zeros(n, dtype=torch.long), 30.0, 4
             )
             window[t].append(
                 Data(
                     x=x,
                     edge_index=ei,
-                    edge_attr=edge_features(x, ei, layout, "sumo"),
+                    edge_attr=edge_features(x, ei, layout, "math"),
                     movement=movement,
                     vehicle_id=vid,
                     y_next=x,

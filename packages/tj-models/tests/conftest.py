@@ -64,13 +64,13 @@ def random_batch(counts: list[int], *, seed: int = 0, phases: list[int] | None =
         x[:, 8] = 4.5
         ang = torch.rand(n, generator=g) * 6.28
         x[:, 4], x[:, 5] = ang.sin(), ang.cos()
-        ei = radius_edges(x[:, :2], torch.tensor([0, n]), torch.zeros(n, dtype=torch.long), 40.0, 6)
+        ei = radius_edges(x[:, :2], torch.tensor([0, n]), torch.zeros(n, dtype=torch.long), 30.0, 4)
         k = phases[i] if phases else 2 + i % 3
         data.append(
             Data(
                 x=x,
                 edge_index=ei,
-                edge_attr=edge_features(x, ei, FeatureLayout(), "sumo"),
+                edge_attr=edge_features(x, ei, FeatureLayout(), "math"),
                 movement=torch.randint(-1, 12, (n,), generator=g),
                 vehicle_id=torch.arange(vid, vid + n),
                 y_next=x + 0.1,

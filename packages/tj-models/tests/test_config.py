@@ -15,6 +15,7 @@ from tj_models import (
     TrafficAgentConfig,
     WorldModelLossConfig,
 )
+from tj_models.synthetic import SyntheticTrafficConfig
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,9 @@ from tj_models import (
         (lambda: FeatureLayout(speed=0), "distinct"),
         (lambda: RolloutConfig(heading="north"), "heading"),
         (lambda: RolloutConfig(max_neighbors=-1), "max_neighbors"),
+        (lambda: RolloutConfig(conflict_distance=0.0), "conflict_distance"),
+        (lambda: RolloutConfig(conflict_distance=float("nan")), "conflict_distance"),
+        (lambda: SyntheticTrafficConfig(conflict_distance=-1.0), "conflict_distance"),
         (lambda: ControllerConfig(logit_cap=0), "logit_cap"),
         (lambda: TrafficAgentConfig(max_actions=0), "max_actions"),
         (lambda: WorldModelLossConfig(state_weight=-1), "state_weight"),
@@ -49,6 +53,13 @@ def test_dict_round_trip_and_unknown_keys() -> None:
     bad["world_model"]["rollout"]["heading"] = "up"
     with pytest.raises(ValueError, match="heading"):
         TrafficAgentConfig.from_dict(bad)
+
+
+def test_rollout_defaults_are_tj_rl_snapshot_defaults() -> None:
+    # tj_rl.features.GraphConfig(): edge_radius=30.0, k_nearest=4, conflict_distance=2.5, math heading
+    cfg = RolloutConfig()
+    assert (cfg.edge_radius, cfg.max_neighbors, cfg.conflict_distance) == (30.0, 4, 2.5)
+    assert cfg.heading == "math"
 
 
 def test_presets_differ_in_size() -> None:

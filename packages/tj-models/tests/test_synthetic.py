@@ -31,12 +31,16 @@ def test_stream_follows_the_snapshot_contract() -> None:
         assert torch.equal(cur.y_next[cur.y_mask], nxt.x[idx[idx >= 0]])
         # edges and their features come from the shared geometry code
         assert torch.allclose(
-            cur.edge_attr, edge_features(cur.x, cur.edge_index, FeatureLayout(), "sumo")
+            cur.edge_attr, edge_features(cur.x, cur.edge_index, FeatureLayout(), "math")
         )
         assert (cur.edge_index[0] != cur.edge_index[1]).all()
-        # SUMO heading: velocity (speed*sin, speed*cos) is the direction of travel
+        # tj-rl's k nearest within the radius: at most 4 incoming edges, none longer than 30 m
+        if cur.edge_index.numel():
+            assert torch.bincount(cur.edge_index[1]).max() <= 4
+            assert cur.edge_attr[:, :2].norm(dim=-1).max() <= 30.0 + 1e-4
+        # math heading: velocity (speed*cos, speed*sin) is the direction of travel
         xy_moved = (cur.y_next[:, :2] - cur.x[:, :2])[cur.y_mask]
-        heading = cur.x[cur.y_mask][:, [4, 5]]
+        heading = cur.x[cur.y_mask][:, [5, 4]]
         assert torch.all((xy_moved * heading).sum(-1) >= -1e-4)  # nobody drives backwards
     assert sum(float(s.risk.sum()) for s in stream) > 0  # dilemma-zone braking makes risk labels
 

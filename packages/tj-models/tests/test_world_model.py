@@ -74,23 +74,23 @@ def test_gradients_flow_through_the_rollout(tiny_agent: TrafficAgent, steps) -> 
 def test_edge_features_and_radius_edges() -> None:
     layout = FeatureLayout()
     x = torch.zeros(3, 9)
-    x[0, :2] = torch.tensor([0.0, 0.0])  # heading north (SUMO 0 deg) at 10 m/s
-    x[0, 2], x[0, 5] = 10.0, 1.0
+    x[:, 8] = 4.0  # length
+    x[0, :2] = torch.tensor([0.0, 0.0])  # heading +y (math 90 deg: sin 1, cos 0) at 10 m/s
+    x[0, 2], x[0, 4] = 10.0, 1.0
     x[1, :2] = torch.tensor([0.0, 20.0])  # stopped 20 m ahead
-    x[1, 5] = 1.0
+    x[1, 4] = 1.0
     x[2, :2] = torch.tensor([100.0, 0.0])  # far away
-    x[2, 5] = 1.0
-    ei = radius_edges(x[:, :2], torch.tensor([0, 3]), torch.zeros(3, dtype=torch.long), 50.0)
+    x[2, 4] = 1.0
+    ei = radius_edges(x[:, :2], torch.tensor([0, 3]), torch.zeros(3, dtype=torch.long), 30.0)
     assert sorted(map(tuple, ei.t().tolist())) == [(0, 1), (1, 0)]
-    attr = edge_features(x, ei, layout, "sumo")
+    attr = edge_features(x, ei, layout, "math")
     row = {tuple(e): a for e, a in zip(ei.t().tolist(), attr, strict=True)}
-    assert torch.allclose(
-        row[(1, 0)], torch.tensor([0.0, 20.0, 10.0, 0.5])
-    )  # closing at 10 m/s: TTC 2 s
-    assert torch.allclose(row[(0, 1)], torch.tensor([0.0, -20.0, 10.0, 0.5]))
-    # math convention: the same (sin, cos) = (0, 1) means moving along +x: no closing along y
-    attr_math = edge_features(x, ei, layout, "math")
-    assert attr_math[:, 2].abs().max() < 1e-6  # velocities now along x: not closing along y
+    # closing at 10 m/s over a bumper gap of 20 - 4 = 16 m: inverse TTC 0.625 1/s
+    assert torch.allclose(row[(1, 0)], torch.tensor([0.0, 20.0, 10.0, 0.625]))
+    assert torch.allclose(row[(0, 1)], torch.tensor([0.0, -20.0, 10.0, 0.625]))
+    # SUMO convention: the same (sin, cos) = (1, 0) means moving along +x: no closing along y
+    attr_sumo = edge_features(x, ei, layout, "sumo")
+    assert attr_sumo[:, 2].abs().max() < 1e-6 and not attr_sumo[:, 3].any()
 
 
 def test_radius_edges_cap_and_inactive_nodes() -> None:

@@ -116,15 +116,21 @@ class GNNConfig:
 
 @dataclass(kw_only=True, frozen=True)
 class RolloutConfig:
-    """How a predicted step is turned back into a graph for the next rollout step."""
+    """How a predicted step is turned back into a graph for the next rollout step.
 
-    edge_radius: float = 50.0  # m: vehicles closer than this are connected
-    max_neighbors: int = 8  # incoming edges kept per vehicle (nearest first); 0 = no cap
-    heading: Literal["sumo", "math"] = "sumo"  # sumo: 0 = +y, clockwise; math: 0 = +x, ccw
+    The geometry must be the one the training snapshots were recorded with: the defaults are
+    tj-rl's (``GraphConfig``: ``edge_radius``, ``k_nearest`` -> ``max_neighbors``,
+    ``conflict_distance``; math heading), and a trainer passes tj-rl's values in.
+    """
+
+    edge_radius: float = 30.0  # m: vehicles at most this far apart are connected
+    max_neighbors: int = 4  # incoming edges kept per vehicle (nearest first); 0 = no cap
+    conflict_distance: float = 2.5  # m: closest approach below this = collision course (inv TTC)
+    heading: Literal["sumo", "math"] = "math"  # math: 0 = +x, ccw (tj-rl); sumo: 0 = +y, clockwise
     presence_threshold: float = 0.5  # vehicles below this predicted presence leave the graph
 
     def __post_init__(self) -> None:
-        _positive_float(self, "edge_radius")
+        _positive_float(self, "edge_radius", "conflict_distance")
         if isinstance(self.max_neighbors, bool) or not isinstance(self.max_neighbors, int):
             raise ValueError(
                 f"RolloutConfig.max_neighbors must be an int, got {self.max_neighbors!r}"

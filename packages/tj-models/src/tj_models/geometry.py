@@ -2,10 +2,17 @@
 
 ``match_nodes`` finds each vehicle of one step in another step of the same stream by
 (graph, vehicle_id). ``radius_edges`` and ``edge_features`` rebuild a graph from (predicted)
-vehicle states during the world-model rollout, following the snapshot contract: an edge
-``s -> d`` carries ``[x_s - x_d, y_s - y_d, closing speed, inverse TTC]`` where the closing speed
-is ``-(dp . dv) / |dp|`` (positive when the pair approaches) and the inverse TTC is
-``closing / |dp|`` when closing, else 0.
+vehicle states during the world-model rollout with exactly the conventions tj-rl records the
+snapshots with (``tj_rl.features``; docs/ARCHITECTURE.md "Traffic snapshot"):
+
+* heading: math convention by default (angle counter-clockwise from +x, so the velocity is
+  ``speed * (heading_cos, heading_sin)``); ``"sumo"`` reads SUMO's angle (clockwise from +y);
+* edges: each vehicle receives from its ``max_neighbors`` nearest vehicles of the same graph
+  within ``radius`` (message neighbour -> vehicle, ``edge_index[0]`` is the neighbour);
+* an edge ``s -> d`` carries ``[x_s - x_d, y_s - y_d, closing, inv_ttc]``: ``closing =
+  -(dp . dv) / |dp|`` (positive when the pair approaches) and ``inv_ttc = closing / gap`` with
+  ``gap = max(|dp| - (len_s + len_d) / 2, 0.1)`` only for pairs on a collision course (closing and
+  closest approach, at ``t* = -(dp . dv) / |dv|^2``, below ``conflict_distance``), else 0.
 
 Hand-written rather than ``torch_geometric.nn.radius_graph`` because that needs ``pyg-lib`` or
 ``torch-cluster``, which have no wheels on the default index for current torch; the graphs are
@@ -37,14 +44,18 @@ def match_nodes(
         return torch.full_like(src_key, -1)
     sorted_key, order = torch.sort(dst_key)
     if sorted_key.numel() > 1 and bool((sorted_key[1:] == sorted_key[:-1]).any()):
-        raise InvalidGraphError("`vehicle_id` repeats inside one graph; ids must be unique per graph")
+        raise InvalidGraphError(
+            "`vehicle_id` repeats inside one graph; ids must be unique per graph"
+        )
     pos = torch.searchsorted(sorted_key, src_key).clamp(max=sorted_key.numel() - 1)
     found = sorted_key[pos] == src_key
     return torch.where(found, order[pos], torch.full_like(pos, -1))
 
 
 def velocity(x: Tensor, layout: FeatureLayout, heading: str) -> Tensor:
-    """``[N, 2]`` velocity from speed and heading (sumo: 0 = +y, clockwise; math: 0 = +x, ccw)."""
+    """``[N, 2]`` velocity from speed and heading (math: 0 = +x, ccw; sumo: 0 = +y, clockwise)."""
+    if heading not in ("math", "sumo"):
+        raise ValueError(f"heading must be 'math' or 'sumo', got {heading!r}")
     speed = x[:, layout.speed]
     s, c = x[:, layout.heading_sin], x[:, layout.heading_cos]
     if heading == "sumo":
@@ -52,16 +63,34 @@ def velocity(x: Tensor, layout: FeatureLayout, heading: str) -> Tensor:
     return torch.stack([speed * c, speed * s], dim=-1)
 
 
-def edge_features(x: Tensor, edge_index: Tensor, layout: FeatureLayout, heading: str) -> Tensor:
-    """``[E, 4]`` edge features of the snapshot contract from node states (differentiable)."""
+def edge_features(
+    x: Tensor,
+    edge_index: Tensor,
+    layout: FeatureLayout,
+    heading: str = "math",
+    *,
+    conflict_distance: float = 2.5,
+) -> Tensor:
+    """``[E, 4]`` edge features of the snapshot contract from node states.
+
+    Differentiable in ``x`` (the collision-course test is a mask; the gap is clamped, so the inverse
+    TTC is finite, also for zero relative velocity or overlapping vehicles).
+    """
     src, dst = edge_index
     pos = x[:, [layout.rel_x, layout.rel_y]]
     vel = velocity(x, layout, heading)
     dp = pos[src] - pos[dst]
     dv = vel[src] - vel[dst]
+    dot = (dp * dv).sum(-1)
     dist = dp.norm(dim=-1).clamp(min=1e-3)
-    closing = -(dp * dv).sum(-1) / dist
-    inv_ttc = torch.where(closing > 0, closing / dist, torch.zeros_like(closing))
+    closing = -dot / dist
+    length = x[:, layout.length]
+    gap = (dist - 0.5 * (length[src] + length[dst])).clamp(min=0.1)
+    with torch.no_grad():  # a mask: no gradient, so no graph kept for it
+        t_star = -dot / (dv * dv).sum(-1).clamp(min=1e-9)
+        closest = dp + dv * t_star[:, None]
+        on_course = (closing > 0) & ((closest * closest).sum(-1) < conflict_distance**2)
+    inv_ttc = torch.where(on_course, closing / gap, torch.zeros_like(closing))
     return torch.cat([dp, closing[:, None], inv_ttc[:, None]], dim=-1)
 
 
@@ -73,9 +102,11 @@ def radius_edges(
     max_neighbors: int = 0,
     active: Tensor | None = None,
 ) -> Tensor:
-    """``[2, E]`` edges ``s -> d`` between distinct active nodes of one graph closer than ``radius``.
+    """``[2, E]`` edges ``s -> d`` between distinct active nodes of one graph at most ``radius``
+    apart.
 
-    With ``max_neighbors > 0`` each node keeps only its nearest ``max_neighbors`` sources.
+    With ``max_neighbors > 0`` each node keeps only its nearest ``max_neighbors`` sources, and the
+    edges are sorted by (destination, distance), as tj-rl writes them (ties may order differently).
     """
     n = pos.shape[0]
     device = pos.device

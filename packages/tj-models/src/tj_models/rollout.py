@@ -47,7 +47,9 @@ def next_graph(
     edge_index = radius_edges(
         pos, graph.ptr, graph.batch, config.edge_radius, config.max_neighbors, active
     )
-    attr = edge_features(state, edge_index, layout, config.heading)
+    attr = edge_features(
+        state, edge_index, layout, config.heading, conflict_distance=config.conflict_distance
+    )
     return graph.with_(
         x=state, edge_index=edge_index, edge_attr=attr, phase=phase, time_in_phase=time_in_phase
     )

@@ -6,7 +6,9 @@ cannot stop comfortably at a red run it; others may brake hard, which makes risk
 decision step becomes one snapshot with the fields of the traffic-snapshot contract (``x``,
 ``edge_index``, ``edge_attr``, ``vehicle_id``, ``movement``, ``y_next``, ``y_mask``, ``risk`` and
 the per-sample signal state), as PyG ``Data``; windows collate to one PyG ``Batch`` per step.
-Edges use ``tj_models.geometry``, the same code the world-model rollout uses.
+Edges use ``tj_models.geometry``, the same code the world-model rollout uses, with tj-rl's
+conventions and defaults (math heading: ``heading_cos``/``heading_sin`` are the x/y components of
+the direction of travel; 4 nearest neighbours within 30 m; collision-course inverse TTC).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from tj_models.geometry import edge_features, radius_edges
 __all__ = ["SyntheticTrafficConfig", "collate_windows", "simulate_stream", "synthetic_windows"]
 
 _LANES = 3  # right, through, left: movement = approach * 3 + lane
-_ANGLES = np.array([180.0, 270.0, 0.0, 90.0])  # SUMO angle of travel per approach (N, E, S, W)
+# direction of travel per approach (N, E, S, W), degrees counter-clockwise from +x (tj-rl's heading)
+_HEADINGS = np.array([270.0, 180.0, 90.0, 0.0])
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -38,8 +41,9 @@ class SyntheticTrafficConfig:
     exit_length: float = 25.0  # m past the stop line before a vehicle leaves
     green_min: float = 10.0
     green_max: float = 30.0
-    edge_radius: float = 40.0
-    max_neighbors: int = 8
+    edge_radius: float = 30.0  # m (tj-rl GraphConfig default)
+    max_neighbors: int = 4  # tj-rl GraphConfig.k_nearest default
+    conflict_distance: float = 2.5  # m (tj-rl GraphConfig default)
     risk_ttc: float = 2.0  # s: a leader TTC below this marks the vehicle at risk
     risk_brake: float = -4.0  # m/s^2: braking harder than this marks the vehicle at risk
 
@@ -50,6 +54,10 @@ class SyntheticTrafficConfig:
         if self.warmup_steps < 0 or self.arrival_rate < 0 or self.green_min > self.green_max:
             raise ValueError(
                 "SyntheticTrafficConfig: warmup_steps, arrival_rate >= 0; green_min <= green_max"
+            )
+        if not (self.edge_radius > 0 and self.conflict_distance > 0 and self.max_neighbors >= 0):
+            raise ValueError(
+                "SyntheticTrafficConfig: edge_radius, conflict_distance > 0; max_neighbors >= 0"
             )
 
 
@@ -133,9 +141,9 @@ class _Intersection:
         return ids, risky
 
     def features(self) -> np.ndarray:
-        """[n, 9] snapshot features in the contract's order (SUMO heading convention)."""
-        theta = np.deg2rad(_ANGLES[self.lane // _LANES])
-        direction = np.stack([np.sin(theta), np.cos(theta)], -1)
+        """[n, 9] snapshot features in the contract's order (math heading convention)."""
+        theta = np.deg2rad(_HEADINGS[self.lane // _LANES])
+        direction = np.stack([np.cos(theta), np.sin(theta)], -1)
         right = np.stack([direction[:, 1], -direction[:, 0]], -1)
         offset = 1.6 + 3.2 * (self.lane % _LANES)
         stop_point = -direction * 10.0 + right * offset[:, None]
@@ -199,7 +207,9 @@ def simulate_stream(
             Data(
                 x=x,
                 edge_index=ei,
-                edge_attr=edge_features(x, ei, layout, "sumo"),
+                edge_attr=edge_features(
+                    x, ei, layout, "math", conflict_distance=config.conflict_distance
+                ),
                 vehicle_id=torch.from_numpy(cur["vid"]),
                 movement=torch.from_numpy(cur["movement"]),  # type: ignore[arg-type]
                 y_next=y_next,
