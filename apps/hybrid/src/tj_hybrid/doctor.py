@@ -46,44 +46,71 @@ def _gib(n: float) -> str:
 def _python() -> Iterable[Check]:
     v = platform.python_version()
     ok = (3, 11) <= tuple(map(int, v.split(".")[:2])) < (3, 13)
-    yield Check(name="python", status="OK" if ok else "FAIL", detail=v,
-                fix="" if ok else "use Python 3.11 or 3.12 (uv python install 3.11)")
+    yield Check(
+        name="python",
+        status="OK" if ok else "FAIL",
+        detail=v,
+        fix="" if ok else "use Python 3.11 or 3.12 (uv python install 3.11)",
+    )
 
 
-def _torch_and_gpus(env) -> Iterable[Check]:  # noqa: ANN001 - tj_dist.EnvironmentInfo
+def _torch_and_gpus(env) -> Iterable[Check]:
     import torch
 
     cuda = torch.version.cuda or "none (CPU build)"
     yield Check(name="torch", status="OK", detail=f"{torch.__version__}, CUDA {cuda}")
     if not env.gpus:
-        yield Check(name="gpus", status="WARN", detail="no CUDA device: CPU training (smoke profile)",
-                    fix="on a GPU machine check the NVIDIA driver (nvidia-smi) and that "
-                    "CUDA_VISIBLE_DEVICES is not empty")
+        yield Check(
+            name="gpus",
+            status="WARN",
+            detail="no CUDA device: CPU training (smoke profile)",
+            fix="on a GPU machine check the NVIDIA driver (nvidia-smi) and that "
+            "CUDA_VISIBLE_DEVICES is not empty",
+        )
         return
     for g in env.gpus:
         cc = f"{g.capability[0]}.{g.capability[1]}"
-        amp = "bf16" if g.capability >= (8, 0) else ("fp16 + GradScaler" if g.capability >= (7, 0) else "fp32")
-        yield Check(name=f"gpu {g.index}", status="OK",
-                    detail=f"{g.name}, compute capability {cc}, {_gib(g.total_memory_bytes)}, AMP {amp}")
+        amp = (
+            "bf16"
+            if g.capability >= (8, 0)
+            else ("fp16 + GradScaler" if g.capability >= (7, 0) else "fp32")
+        )
+        yield Check(
+            name=f"gpu {g.index}",
+            status="OK",
+            detail=f"{g.name}, compute capability {cc}, {_gib(g.total_memory_bytes)}, AMP {amp}",
+        )
     nccl = env.nccl_version
-    yield Check(name="nccl", status="OK" if nccl else "WARN", detail=nccl or "not available",
-                fix="" if nccl else "DDP falls back to gloo (slower); install a CUDA build of torch")
+    yield Check(
+        name="nccl",
+        status="OK" if nccl else "WARN",
+        detail=nccl or "not available",
+        fix="" if nccl else "DDP falls back to gloo (slower); install a CUDA build of torch",
+    )
 
 
 def _libraries() -> Iterable[Check]:
     for dist, label in [("torch-geometric", "pyg"), ("ray", "ray"), ("eclipse-sumo", "sumo")]:
         v = _version(dist)
-        yield Check(name=label, status="OK" if v else "FAIL", detail=v or "not installed",
-                    fix="" if v else "run `uv sync --all-packages` at the repository root")
+        yield Check(
+            name=label,
+            status="OK" if v else "FAIL",
+            detail=v or "not installed",
+            fix="" if v else "run `uv sync --all-packages` at the repository root",
+        )
     try:
         importlib.import_module("libsumo")
         yield Check(name="libsumo", status="OK", detail=f"importable ({_version('libsumo')})")
-    except Exception as exc:  # noqa: BLE001 - any import failure is the finding
-        yield Check(name="libsumo", status="FAIL", detail=f"import failed: {exc}",
-                    fix="reinstall the pinned wheels (uv sync), or set record.env.backend=traci")
+    except Exception as exc:
+        yield Check(
+            name="libsumo",
+            status="FAIL",
+            detail=f"import failed: {exc}",
+            fix="reinstall the pinned wheels (uv sync), or set record.env.backend=traci",
+        )
 
 
-def _memory(env) -> Iterable[Check]:  # noqa: ANN001
+def _memory(env) -> Iterable[Check]:
     import psutil
 
     from tj_monitor import memory_limit
@@ -91,32 +118,52 @@ def _memory(env) -> Iterable[Check]:  # noqa: ANN001
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     limit = memory_limit()
     status: Status = "OK" if vm.total >= 15 * GiB else "WARN"
-    yield Check(name="ram", status=status,
-                detail=f"{_gib(vm.total)} total, {_gib(vm.available)} available",
-                fix="" if status == "OK" else "use the low_memory profile (--profile low_memory)")
-    yield Check(name="swap", status="OK" if sw.total else "WARN", detail=f"{_gib(sw.used)} used of {_gib(sw.total)}",
-                fix="" if sw.total else "no swap: an OOM kills instead of slowing down; keep the RAM budget")
+    yield Check(
+        name="ram",
+        status=status,
+        detail=f"{_gib(vm.total)} total, {_gib(vm.available)} available",
+        fix="" if status == "OK" else "use the low_memory profile (--profile low_memory)",
+    )
+    yield Check(
+        name="swap",
+        status="OK" if sw.total else "WARN",
+        detail=f"{_gib(sw.used)} used of {_gib(sw.total)}",
+        fix=""
+        if sw.total
+        else "no swap: an OOM kills instead of slowing down; keep the RAM budget",
+    )
     cg = limit < vm.total
-    yield Check(name="container limit", status="OK",
-                detail=f"{_gib(limit)} ({'cgroup' if cg else 'physical RAM'}); budgets are fractions of it")
+    yield Check(
+        name="container limit",
+        status="OK",
+        detail=f"{_gib(limit)} ({'cgroup' if cg else 'physical RAM'}); budgets are fractions of it",
+    )
     shm = env.shm_bytes
     ok = shm is not None and shm >= GiB
-    yield Check(name="/dev/shm", status="OK" if ok else "WARN",
-                detail=_gib(shm) if shm is not None else "not mounted",
-                fix="" if ok else "DataLoader workers share batches through /dev/shm: enlarge it "
-                "(docker --shm-size=2g; WSL: it follows RAM) or use fewer workers")
+    yield Check(
+        name="/dev/shm",
+        status="OK" if ok else "WARN",
+        detail=_gib(shm) if shm is not None else "not mounted",
+        fix=""
+        if ok
+        else "DataLoader workers share batches through /dev/shm: enlarge it "
+        "(docker --shm-size=2g; WSL: it follows RAM) or use fewer workers",
+    )
 
 
-def _wsl(env) -> Iterable[Check]:  # noqa: ANN001
+def _wsl(env) -> Iterable[Check]:
     if not env.wsl2:
         yield Check(name="wsl2", status="OK", detail="not WSL2")
         return
-    yield Check(name="wsl2", status="OK",
-                detail="WSL2: NCCL_P2P_DISABLE/NCCL_IB_DISABLE default to 1, pin_memory off, "
-                "no expandable_segments (tj_dist.apply_env_defaults)")
+    yield Check(
+        name="wsl2",
+        status="OK",
+        detail="WSL2: NCCL_P2P_DISABLE/NCCL_IB_DISABLE default to 1, pin_memory off, "
+        "no expandable_segments (tj_dist.apply_env_defaults)",
+    )
 
 
-def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:  # noqa: ANN001
+def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:
     from tj_dist import check_data_path
 
     for label, path in paths.items():
@@ -125,11 +172,19 @@ def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:  # noqa: ANN001
             probe = probe.parent
         free = shutil.disk_usage(probe).free
         status: Status = "OK" if free >= 5 * GiB else ("WARN" if free >= GiB else "FAIL")
-        yield Check(name=f"disk {label}", status=status, detail=f"{path}: {_gib(free)} free",
-                    fix="" if status == "OK" else f"free space or point {label} elsewhere (--set)")
+        yield Check(
+            name=f"disk {label}",
+            status=status,
+            detail=f"{path}: {_gib(free)} free",
+            fix="" if status == "OK" else f"free space or point {label} elsewhere (--set)",
+        )
         if env.wsl2 and check_data_path(path, env) is not None:
-            yield Check(name=f"drvfs {label}", status="WARN", detail=f"{path} is on a Windows drive",
-                        fix="I/O there is 5-10x slower: move it under your Linux home")
+            yield Check(
+                name=f"drvfs {label}",
+                status="WARN",
+                detail=f"{path} is on a Windows drive",
+                fix="I/O there is 5-10x slower: move it under your Linux home",
+            )
 
 
 def run_checks(paths: dict[str, Path]) -> list[Check]:
@@ -140,7 +195,7 @@ def run_checks(paths: dict[str, Path]) -> list[Check]:
     env = None
     try:
         env = detect_environment()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         checks.append(Check(name="environment", status="FAIL", detail=f"probe failed: {exc}"))
     groups: list[Callable[[], Iterable[Check]]] = [_python, _libraries]
     if env is not None:
@@ -153,9 +208,14 @@ def run_checks(paths: dict[str, Path]) -> list[Check]:
     for group in groups:
         try:
             checks.extend(group())
-        except Exception as exc:  # noqa: BLE001 - a broken probe is a finding, not a crash
-            checks.append(Check(name=getattr(group, "__name__", "check"), status="FAIL",
-                                detail=f"check failed: {type(exc).__name__}: {exc}"))
+        except Exception as exc:
+            checks.append(
+                Check(
+                    name=getattr(group, "__name__", "check"),
+                    status="FAIL",
+                    detail=f"check failed: {type(exc).__name__}: {exc}",
+                )
+            )
     checks.append(Check(name="cpus", status="OK", detail=f"{os.cpu_count()} logical CPUs"))
     return checks
 

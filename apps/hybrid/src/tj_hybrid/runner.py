@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 
 import yaml
-from tj_dist import RankFailedError
 
+from tj_dist import RankFailedError
 from tj_hybrid.config import ConfigError, LoadedConfig, to_plain
 from tj_hybrid.run_dir import RunDir
 
@@ -39,7 +39,10 @@ def run(loaded: LoadedConfig, phases: Sequence[int], *, resume: bool = False) ->
     if resume and cfg.run.name is None:
         found = latest_run(cfg.run.root)
         if found is None:
-            print(f"tj-hybrid: --resume: no run with checkpoints under {cfg.run.root}", file=sys.stderr)
+            print(
+                f"tj-hybrid: --resume: no run with checkpoints under {cfg.run.root}",
+                file=sys.stderr,
+            )
             return 2
         run_dir = found
     else:

@@ -13,9 +13,8 @@ and listed in ``metadata["truncated_episodes"]``.
 
 from __future__ import annotations
 
-import inspect
-
 import dataclasses
+import inspect
 import logging
 import multiprocessing as mp
 import queue as queue_mod

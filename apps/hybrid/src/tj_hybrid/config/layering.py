@@ -7,11 +7,14 @@ collections (``--set train.lr=3e-4``, ``--set data.fields=[x,y]``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+_EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
 
 __all__ = ["ConfigError", "deep_merge", "load_layers", "load_yaml", "parse_override"]
 
@@ -58,6 +61,8 @@ def parse_override(text: str) -> dict[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {text!r}: value is not valid YAML: {exc}") from exc
+    if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
+        value = float(value)  # YAML 1.1 reads "3e-4" as a string; the user meant a number
     for part in reversed(key.split(".")):
         value = {part: value}
     return value

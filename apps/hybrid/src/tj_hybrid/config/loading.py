@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tj_hybrid.config.layering import ConfigError, deep_merge, load_layers
+from tj_hybrid.config.layering import ConfigError, deep_merge, load_layers, load_yaml
 from tj_hybrid.config.profiles import PROFILES, auto_profile
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.config.validate import validate_dataclass
@@ -71,6 +71,7 @@ def load_config(
         profile, reason = auto_profile()
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    load_yaml(defaults)  # errors in the defaults file come first
     overlay = defaults.parent / "profiles" / f"{profile}.yaml"
     if not overlay.is_file():
         raise ConfigError(f"profile {profile!r}: {overlay} does not exist")

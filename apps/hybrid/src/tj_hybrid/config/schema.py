@@ -216,6 +216,8 @@ class MonitorSection:
     max_cpu_fraction: float = 0.005
 
     def __post_init__(self) -> None:
+        if (self.warn <= 1) == (self.cleanup <= 1) and not self.warn < self.cleanup:
+            raise ValueError(f"warn ({self.warn}) must be below cleanup ({self.cleanup})")
         self.to_config()
 
     def to_config(self, **extra: object) -> MonitorConfig:

@@ -12,6 +12,7 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from functools import cache
+from pathlib import PurePath
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -62,8 +63,9 @@ def validate_dataclass(cls: type[T], data: Mapping[str, Any] | None, path: str =
         try:
             kwargs[name] = _adapter(tp).validate_python(value)
         except ValidationError as exc:
-            msg = "; ".join(e["msg"] for e in exc.errors())
-            raise ConfigError(f"{sub}: {msg} (got {value!r})") from None
+            err = exc.errors()[0]
+            where = ".".join([sub, *(str(p) for p in err["loc"])])
+            raise ConfigError(f"{where}: {err['msg']} (got {err.get('input', value)!r})") from None
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
@@ -78,4 +80,6 @@ def to_plain(obj: Any) -> Any:
         return [to_plain(v) for v in obj]
     if isinstance(obj, dict):
         return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, PurePath):
+        return str(obj)
     return obj

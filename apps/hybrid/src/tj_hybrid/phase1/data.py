@@ -15,12 +15,13 @@ import logging
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-import numpy as np
-from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
-from tj_rl import Scenario, record_dataset
 
+import numpy as np
+
+from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
+from tj_rl import Scenario, record_dataset
 
 __all__ = ["DatasetInfo", "ensure_dataset", "split_store"]
 
@@ -79,7 +80,10 @@ def split_store(src: Path, train: Path, holdout: Path, holdout_fraction: float) 
         raise ConfigError(f"{src}: {len(ends)} episode(s); a held-out split needs at least 2")
     n_hold = max(1, round(len(ends) * holdout_fraction))
     starts = np.concatenate([[0], ends[:-1]])
-    for dst, episodes in ((train, range(len(ends) - n_hold)), (holdout, range(len(ends) - n_hold, len(ends)))):
+    for dst, episodes in (
+        (train, range(len(ends) - n_hold)),
+        (holdout, range(len(ends) - n_hold, len(ends))),
+    ):
         with GraphStoreWriter(dst, store.schema, backend=store.backend, overwrite=True,
                               metadata={**store.manifest.metadata, "split_of": str(src)}) as w:  # fmt: skip
             for e in episodes:
@@ -92,7 +96,10 @@ def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
     r = cfg.record
     scenario = Scenario.from_sumocfg(r.scenario, end=r.episode_seconds)
     base = cfg.run.seed * 1000
-    for path, n, offset in ((train, r.train_episodes, 0), (holdout, r.holdout_episodes, HOLDOUT_SEED_OFFSET)):
+    for path, n, offset in (
+        (train, r.train_episodes, 0),
+        (holdout, r.holdout_episodes, HOLDOUT_SEED_OFFSET),
+    ):
         log.info("recording %d episode(s) of %s into %s", n, r.scenario.name, path)
         record_dataset(
             scenario,

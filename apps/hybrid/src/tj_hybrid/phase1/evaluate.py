@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
 from tj_monitor import Mean
 
 __all__ = ["PositionErrors", "constant_velocity", "evaluate_world_model"]

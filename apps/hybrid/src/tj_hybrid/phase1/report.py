@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tj_monitor import load_run, plot_run, summarize
-
 from tj_hybrid.run_dir import PhaseDir
+from tj_monitor import load_run, plot_run, summarize
 
 __all__ = ["ReportInputs", "write_report"]
 
@@ -51,7 +50,7 @@ def write_report(pdir: PhaseDir, inputs: ReportInputs) -> Path:
     run = load_run(pdir.logs, skip_bad_lines=True)
     plots = [Path(p).name for p in plot_run(run, pdir.root)]
     rs = summarize(run)
-    loss = rs.series.get("loss/total")
+    loss = rs.series.get("train/loss")
     verdict = "beats" if ev["improvement"] >= inputs.target_improvement else "does NOT beat"
     lines = [
         "# Phase 1: world-model pretraining",
@@ -77,13 +76,13 @@ def write_report(pdir: PhaseDir, inputs: ReportInputs) -> Path:
         + (f"{loss.last:.4g} (min {loss.min:.4g})" if loss else "n/a"),
         f"- throughput: {summary['windows_per_s']:.1f} windows/s over all ranks",
         f"- data-wait fraction: {summary['data_wait_fraction']:.1%} (time blocked on the loader)",
-        f"- wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in inputs.wall_s.items()),
+        "- wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in inputs.wall_s.items()),
         "",
         "## Memory",
         "",
         f"- RAM budget of the loader plan: {_fmt_bytes(inputs.budget_bytes)}",
         f"- peak process-tree PSS (main + ranks + loader workers): {_fmt_bytes(inputs.peak_tree_pss)}",
-        f"- peak memory pressure (the larger of tree PSS and container use): "
+        f"- peak memory in use on the machine / container (all processes): "
         f"{_fmt_bytes(inputs.peak_pressure)}",
         "",
         "Loader plan: `" + json.dumps(inputs.loader_plan, default=str) + "`",

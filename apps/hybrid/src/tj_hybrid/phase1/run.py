@@ -15,10 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import tj_dist
-from tj_models import TrafficAgentConfig
-from tj_monitor import MemoryMonitor
 
+import tj_dist
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.phase1.data import ensure_dataset
@@ -26,6 +24,8 @@ from tj_hybrid.phase1.loader import feature_statistics, plan_phase1_loader
 from tj_hybrid.phase1.report import ReportInputs, write_report
 from tj_hybrid.phase1.train import Phase1Job, train_rank
 from tj_hybrid.run_dir import RunDir
+from tj_models import TrafficAgentConfig
+from tj_monitor import MemoryMonitor
 
 __all__ = ["Phase1Result", "agent_config", "run_phase1"]
 
@@ -43,10 +43,14 @@ class Phase1Result:
     report: Path
 
 
-def agent_config(cfg: HybridConfig, *, num_movements: int, max_actions: int, dt: float) -> TrafficAgentConfig:
+def agent_config(
+    cfg: HybridConfig, *, num_movements: int, max_actions: int, dt: float
+) -> TrafficAgentConfig:
     """The model preset adapted to the data: movement/action counts, decision interval and the
     recorder's graph conventions (the world model's rollout must rebuild edges the same way)."""
-    base = TrafficAgentConfig.preset(cfg.model.preset, max_actions=max_actions, debug=cfg.model.debug)
+    base = TrafficAgentConfig.preset(
+        cfg.model.preset, max_actions=max_actions, debug=cfg.model.debug
+    )
     d = base.to_dict()
     d["gnn"]["num_movements"] = max(d["gnn"]["num_movements"], num_movements)
     wm = d["world_model"]
@@ -71,7 +75,9 @@ def _world_size(cfg: HybridConfig) -> tuple[int, str]:
     return n, backend
 
 
-def run_phase1(cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, profile: str = "custom") -> Phase1Result:
+def run_phase1(
+    cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, profile: str = "custom"
+) -> Phase1Result:
     """Run phase 1 into ``run_dir/phase1``; ``resume`` continues from its newest checkpoint."""
     wall: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -79,7 +85,9 @@ def run_phase1(cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, prof
     tj_dist.apply_env_defaults(env)
     pdir = run_dir.phase(1)
     if not resume and pdir.checkpoints.exists() and any(pdir.checkpoints.iterdir()):
-        raise ConfigError(f"{pdir.root} already has checkpoints: pass --resume, or use another run.name")
+        raise ConfigError(
+            f"{pdir.root} already has checkpoints: pass --resume, or use another run.name"
+        )
     pdir.create()
     for path in (cfg.data.path, pdir.root):
         tj_dist.check_data_path(path, env)
@@ -96,7 +104,8 @@ def run_phase1(cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, prof
         threads = cfg.dist.threads_per_rank or max(1, (os.cpu_count() or 1) // nprocs)
         job = Phase1Job(cfg=cfg, phase_dir=pdir, loader=spec, agent_config=agent_cfg.to_dict(),
                         feature_stats=stats, decision_interval=ds.decision_interval,
-                        resume=resume, threads=threads)  # fmt: skip
+                        resume=resume, threads=threads,
+                        log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
         t1 = time.perf_counter()
         if nprocs == 1:
             summary = train_rank(job)
@@ -122,7 +131,7 @@ def run_phase1(cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, prof
             loader_plan=plan_info,
             budget_bytes=cfg.loader.budget,
             peak_tree_pss=peak.get("tree_pss"),
-            peak_pressure=peak.get("pressure"),
+            peak_pressure=peak.get("container_used"),
             wall_s=wall,
         ),
     )

@@ -20,15 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import tj_dist
-from tj_models import HorizonSchedule, TrafficAgent, TrafficAgentConfig, world_model_loss
-from tj_monitor import LoggerConfig, MetricsLogger, StepTimer
 
+import tj_dist
 from tj_hybrid.config.schema import HybridConfig
+from tj_hybrid.log_setup import setup_logging
 from tj_hybrid.phase1.evaluate import evaluate_world_model
 from tj_hybrid.phase1.loader import LoaderSpec, make_eval_loader, make_train_loader
 from tj_hybrid.progress import StepProgress
 from tj_hybrid.run_dir import PhaseDir
+from tj_models import HorizonSchedule, TrafficAgent, TrafficAgentConfig, world_model_loss
+from tj_monitor import LoggerConfig, MetricsLogger, StepTimer
 
 __all__ = ["Phase1Job", "RankStates", "train_rank"]
 
@@ -47,6 +48,7 @@ class Phase1Job:
     decision_interval: float
     resume: bool
     threads: int
+    log_level: int = logging.INFO
 
 
 class RankStates:
@@ -109,6 +111,7 @@ def _mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
 def train_rank(job: Phase1Job) -> dict[str, Any] | None:
     """Train the world model on this rank; rank 0 returns the run summary, the others None."""
     cfg, p1, pdir = job.cfg, job.cfg.phase1, job.phase_dir
+    setup_logging(job.log_level)  # a spawned rank logs like the parent
     info = tj_dist.init_distributed(cfg.dist.backend)
     rank, world, device = info.rank, info.world_size, info.device
     torch.set_num_threads(job.threads)
@@ -183,12 +186,12 @@ def train_rank(job: Phase1Job) -> dict[str, Any] | None:
                 loss = world_model_loss(world_model, window, out)
                 mb.backward(loss.total)
             for k, v in loss.components.items():
-                recent[f"loss/{k}"] = float(v.detach())
-            recent["loss/total"] = float(loss.total.detach())
+                recent[f"train/{k}_loss"] = float(v.detach())
+            recent["train/loss"] = float(loss.total.detach())
             if not mb.stepped:
                 continue
             step = acc.optimizer_steps
-            progress.update(step, loss=recent["loss/total"])
+            progress.update(step, loss=recent["train/loss"])
             if step % p1.log_every == 0 or step == p1.steps:
                 metrics = _mean_over_ranks(dict(recent))
                 tstats = timer.stats()
@@ -244,7 +247,8 @@ def _finish(
         summary = {
             "eval": errors.as_dict(),
             "data_wait_fraction": wait,
-            "windows_per_s": tstats.throughput * (dist.get_world_size() if dist.is_initialized() else 1),
+            "windows_per_s": tstats.throughput
+            * (dist.get_world_size() if dist.is_initialized() else 1),
             "steps": job.cfg.phase1.steps,
         }
         job.phase_dir.eval.write_text(json.dumps(summary, indent=2))
