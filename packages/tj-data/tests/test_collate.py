@@ -93,9 +93,13 @@ def test_graphbatch_to_pin_and_transforms() -> None:
         batch.fields["x"] = batch.x.float()
         return batch
 
-    collate = GraphCollator(schema, transforms=[to_float])
-    b = collate([{"x": np.ones((2, 2), np.float16), "edge_index": np.zeros((2, 0), np.int32)}])
+    sample = {"x": np.ones((2, 2), np.float16), "edge_index": np.zeros((2, 0), np.int32)}
+    # dequantize="device": the params travel in meta for a transform or batch.dequantize()
+    collate = GraphCollator(schema, transforms=[to_float], dequantize="device")
+    b = collate([sample])
     assert b.x.dtype == torch.float32 and seen == [q]
+    host = GraphCollator(schema)([sample])  # default: decoded while collating
+    assert host.x.dtype == torch.float32 and "quant" not in host.meta
     moved = b.to("cpu", non_blocking=True)
     assert torch.equal(moved.x, b.x) and moved.levels == b.levels
     pinned = b.pin_memory()

@@ -47,6 +47,27 @@ class GraphBatch:
     def num_edges(self) -> int:
         return int(self.edge_index.shape[1])
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of this batch's tensors (what a host->device copy moves)."""
+        return sum(t.numel() * t.element_size() for t in self.tensors().values())
+
+    def dequantize(self) -> GraphBatch:
+        """Decode the quantised fields listed in `meta["quant"]` to float32 where the tensors
+        are (after `.to(device)`: int8 crossed the bus, the decode runs on the device). A
+        no-op for fields the collator already decoded on the host."""
+        quant = self.meta.get("quant")
+        if not quant:
+            return self
+        from tj_data.quant import dequantize_tensor
+
+        fields = dict(self.fields)
+        for name, params in quant.items():
+            t = fields.get(name)
+            if t is not None:
+                fields[name] = dequantize_tensor(t, params, t.shape[1:])
+        return replace(self, fields=fields, meta={**self.meta, "quant": {}})
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every tensor by name (bookkeeping tensors first, then the fields)."""
         core = {

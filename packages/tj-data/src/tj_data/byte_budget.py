@@ -29,6 +29,8 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
     A single sample larger than a cap forms a batch of its own (counted in `oversized` and
     logged). Use as DataLoader(batch_sampler=...)."""
 
+    yields_batches = True  # build_loader passes it as batch_sampler
+
     def __init__(
         self,
         data: Any,
@@ -55,6 +57,11 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
         for name, v in caps.items():
             if v is not None and v < 1:
                 raise ValueError(f"{name}={v}: expected >= 1")
+        if callable(getattr(data, "chunk_layout", None)):
+            raise TypeError(
+                "ByteBudgetBatchSampler packs samples of a store; for windows use "
+                "DistributedChunkSampler (or a RandomSampler) with a batch size"
+            )
         store = store_of(data)
         self.shard_offsets = store.shard_offsets.copy()
         self.sizes = store.size_index()

@@ -99,8 +99,16 @@ class ChunkedGraphDataset(GraphDataset):
         verify: bool = False,
         transforms: Sequence[BatchTransform] = (),
         hdf5: HDF5ReadOptions | None = None,
+        dequantize: str = "host",
     ) -> None:
-        super().__init__(store, fields=fields, verify=verify, transforms=transforms, hdf5=hdf5)
+        super().__init__(
+            store,
+            fields=fields,
+            verify=verify,
+            transforms=transforms,
+            hdf5=hdf5,
+            dequantize=dequantize,
+        )
         if cache_bytes is None:
             if cache_chunks < 1:
                 raise ValueError(f"cache_chunks={cache_chunks}: expected >= 1")

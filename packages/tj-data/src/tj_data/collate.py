@@ -16,9 +16,9 @@ import torch
 
 from tj_data.batch import GraphBatch
 from tj_data.errors import SchemaMismatchError
-from tj_data.schema import EDGE_INDEX, Schema
+from tj_data.schema import EDGE_INDEX, FieldSpec, Schema
 
-__all__ = ["BatchTransform", "GraphCollator", "collate_graphs"]
+__all__ = ["DEQUANTIZE", "BatchTransform", "GraphCollator", "collate_graphs", "forward"]
 
 BatchTransform = Callable[[GraphBatch], GraphBatch]
 _DEFAULT_LEVELS = {"x": "node", "pos": "node", "edge_attr": "edge"}
@@ -84,13 +84,32 @@ _TORCH = {
     )
 }
 _I64 = np.dtype(np.int64)
+_F32 = np.dtype(np.float32)
+
+
+def dequantize_inplace(arr: np.ndarray, spec: FieldSpec) -> None:
+    """Affine decode of values already cast to float32 (float16 storage needs nothing more)."""
+    q = spec.quant
+    if q is None or q.kind != "affine":
+        return
+    scale = np.asarray(q.scale, np.float32)
+    zp = np.asarray(q.zero_point, np.float32)
+    if scale.size > 1:
+        scale, zp = scale.reshape(spec.shape), zp.reshape(spec.shape)
+    arr -= zp
+    arr *= scale
 
 
 def collate_graphs(
-    samples: Sequence[Mapping[str, Any]], *, schema: Schema | None = None
+    samples: Sequence[Mapping[str, Any]],
+    *,
+    schema: Schema | None = None,
+    decode: Mapping[str, FieldSpec] | None = None,
 ) -> GraphBatch:
     """Batch graphs given as mappings of arrays (`edge_index` [2, e] local ids; node, edge and
-    sample fields by the schema's levels). Without a schema only x/pos/edge_attr are known."""
+    sample fields by the schema's levels). Without a schema only x/pos/edge_attr are known.
+    `decode`: quantised fields (by name) to decode to float32 while copying into the batch
+    (no extra buffer: the concatenation casts into the float32 slot, then one in-place affine)."""
     if len(samples) == 0:
         raise ValueError("collate_graphs: empty list of samples")
     first = samples[0]
@@ -111,9 +130,11 @@ def collate_graphs(
         "ptr": (_I64, (b + 1,)),
         "edge_ptr": (_I64, (b + 1,)),
     }
+    decode = {k: v for k, v in (decode or {}).items() if k in levels and v.quant is not None}
     for name, level in levels.items():
         a = np.asarray(first[name])
-        specs[name] = (a.dtype, rows[level] + (a.shape[1:] if level != "sample" else a.shape))
+        dt = _F32 if name in decode else a.dtype
+        specs[name] = (dt, rows[level] + (a.shape[1:] if level != "sample" else a.shape))
     arena = _Arena(specs)
     out = arena.arrays
     out["ptr"][0] = out["edge_ptr"][0] = 0
@@ -130,6 +151,8 @@ def collate_graphs(
             np.stack(parts, out=out[name])
         else:
             np.concatenate(parts, out=out[name])
+        if name in decode:
+            dequantize_inplace(out[name], decode[name])
     t = arena.tensors
     return GraphBatch(
         edge_index=t["edge_index"],
@@ -141,25 +164,53 @@ def collate_graphs(
     )
 
 
+DEQUANTIZE = ("host", "device")
+
+
 class GraphCollator:
     """Picklable `collate_fn`: `collate_graphs` with a schema, then optional batch transforms.
 
-    The transforms are the hook for dequantisation, normalisation and augmentation (tj-data part
-    2): each takes and returns a `GraphBatch`; they run in the worker that collates. Transforms
-    that should run on the device are applied by the caller after `batch.to(device)`."""
+    Quantised fields are decoded to float32 during the copy into the batch (dequantize="host",
+    the default) or kept as stored, with their `QuantParams` in `batch.meta["quant"]`, for
+    `batch.to(device).dequantize()` (dequantize="device": int8 crosses the bus). The transforms
+    (normalisation, augmentation: each takes and returns a `GraphBatch`) run after that, in the
+    worker that collates; `set_epoch` / `set_rank` are forwarded to transforms that have them."""
 
     def __init__(
-        self, schema: Schema | None = None, transforms: Sequence[BatchTransform] = ()
+        self,
+        schema: Schema | None = None,
+        transforms: Sequence[BatchTransform] = (),
+        *,
+        dequantize: str = "host",
     ) -> None:
+        if dequantize not in DEQUANTIZE:
+            raise ValueError(f"dequantize={dequantize!r}: expected one of {DEQUANTIZE}")
         self.schema = schema
         self.transforms = tuple(transforms)
-        quant = {f.name: f.quant for f in schema.fields if f.quant is not None} if schema else {}
-        self._meta = {"quant": quant} if quant else {}
+        self.dequantize = dequantize
+        quant = {f.name: f for f in schema.fields if f.quant is not None} if schema else {}
+        self._decode = quant if dequantize == "host" else {}
+        deferred = {n: f.quant for n, f in quant.items()} if dequantize == "device" else {}
+        self._meta = {"quant": deferred} if deferred else {}
 
     def __call__(self, samples: Sequence[Mapping[str, Any]]) -> GraphBatch:
-        batch = collate_graphs(samples, schema=self.schema)
+        batch = collate_graphs(samples, schema=self.schema, decode=self._decode)
         if self._meta:
-            batch.meta.update(self._meta)
+            batch.meta.update({k: dict(v) for k, v in self._meta.items()})
         for t in self.transforms:
             batch = t(batch)
         return batch
+
+    def set_epoch(self, epoch: int) -> None:
+        forward(self.transforms, "set_epoch", epoch)
+
+    def set_rank(self, rank: int) -> None:
+        forward(self.transforms, "set_rank", rank)
+
+
+def forward(objs: Sequence[Any], method: str, value: int) -> None:
+    """Call `obj.method(value)` on each object that has it (epoch/rank propagation)."""
+    for o in objs:
+        fn = getattr(o, method, None)
+        if callable(fn):
+            fn(value)

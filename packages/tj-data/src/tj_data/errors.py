@@ -7,9 +7,13 @@ input without reading the code. Nothing in tj-data skips bad data silently.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetError",
+    "CacheError",
     "JsonImportError",
+    "QuantizationError",
     "SampleIndexError",
     "SchemaMismatchError",
+    "StatisticsError",
     "StoreCorruptError",
     "StoreError",
     "StoreFormatVersionError",
@@ -48,3 +52,19 @@ class SampleIndexError(StoreError, IndexError):
 
 class JsonImportError(StoreError, ValueError):
     """A malformed record in a JSON chunk import (the message names file, record and field)."""
+
+
+class BudgetError(StoreError, ValueError):
+    """A loader plan cannot fit its memory budget (the message names the term that is too large)."""
+
+
+class CacheError(StoreError, OSError):
+    """A cache cannot work as configured (e.g. a cache directory that is not writable)."""
+
+
+class StatisticsError(StoreError, ValueError):
+    """Statistics a normaliser or quantiser needs are missing from the manifest, or unusable."""
+
+
+class QuantizationError(SchemaMismatchError):
+    """Quantisation cannot be fitted or applied (zero-width range, overflow, wrong dtype)."""

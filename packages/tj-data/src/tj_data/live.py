@@ -126,6 +126,7 @@ class LiveGraphDataset(IterableDataset):
         seed: int = 0,
         validate: bool = True,
         transforms: Sequence[BatchTransform] = (),
+        dequantize: str = "host",
     ) -> None:
         super().__init__()
         if batch_size is not None and batch_size < 1:
@@ -136,7 +137,7 @@ class LiveGraphDataset(IterableDataset):
             batch_size,
             seed,
         )
-        self.collate_fn = GraphCollator(schema, transforms)
+        self.collate_fn = GraphCollator(schema, transforms, dequantize=dequantize)
         self.epoch = 0
 
     def __iter__(self) -> Iterator[dict[str, Any] | GraphBatch]:

@@ -15,7 +15,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from tj_data.backends import HDF5ReadOptions
-from tj_data.collate import BatchTransform, GraphCollator
+from tj_data.collate import DEQUANTIZE, BatchTransform, GraphCollator
 from tj_data.errors import SchemaMismatchError
 from tj_data.gather import ShardSource, gather_samples
 from tj_data.schema import Schema
@@ -44,7 +44,11 @@ class GraphDataset(Dataset[Sample]):
         store: a `GraphStore` or a path to open.
         fields: keep only these fields (None: all); `edge_index` is always kept.
         verify: check sha256 of every array when opening a path.
-        transforms: batch transforms for `collate_fn` (the normalisation/dequantisation hook).
+        transforms: batch transforms for `collate_fn` (normalisation, augmentation).
+        dequantize: quantised fields are decoded in `collate_fn` ("host", default) or left
+            stored for `batch.to(device).dequantize()` ("device": int8 crosses the bus).
+        max_open_shards: keep at most this many shards memory-mapped per process (None: all);
+            bounds the mapped pages a worker holds (see `GraphStore.max_open_shards`).
     """
 
     required_backend: ClassVar[str | None] = None
@@ -57,8 +61,14 @@ class GraphDataset(Dataset[Sample]):
         verify: bool = False,
         transforms: Sequence[BatchTransform] = (),
         hdf5: HDF5ReadOptions | None = None,
+        dequantize: str = "host",
+        max_open_shards: int | None = None,
     ) -> None:
+        if dequantize not in DEQUANTIZE:
+            raise ValueError(f"dequantize={dequantize!r}: expected one of {DEQUANTIZE}")
         self.store = as_store(store, verify=verify, hdf5=hdf5)
+        if max_open_shards is not None:
+            self.store.set_max_open_shards(max_open_shards)
         if self.required_backend and self.store.backend != self.required_backend:
             raise SchemaMismatchError(
                 f"{type(self).__name__} reads '{self.required_backend}' stores; {self.store.path} is "
@@ -67,6 +77,7 @@ class GraphDataset(Dataset[Sample]):
             )
         self.schema: Schema = self.store.schema.select(fields)
         self.transforms = tuple(transforms)
+        self.dequantize = dequantize
 
     def __len__(self) -> int:
         return len(self.store)
@@ -89,7 +100,7 @@ class GraphDataset(Dataset[Sample]):
     @property
     def collate_fn(self) -> GraphCollator:
         """Picklable collate function for DataLoader(collate_fn=...)."""
-        return GraphCollator(self.schema, self.transforms)
+        return GraphCollator(self.schema, self.transforms, dequantize=self.dequantize)
 
     def size_index(self) -> SizeIndex:
         return self.store.size_index()

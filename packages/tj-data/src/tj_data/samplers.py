@@ -20,7 +20,7 @@ from torch.utils.data import Sampler
 from tj_data.order import chunk_shuffle_order, dist_rank_world, split_even
 from tj_data.store import GraphStore
 
-__all__ = ["ChunkShuffleSampler", "DistributedChunkSampler", "store_of"]
+__all__ = ["ChunkShuffleSampler", "DistributedChunkSampler", "chunk_layout", "store_of"]
 
 
 def store_of(data: Any) -> GraphStore:
@@ -37,6 +37,16 @@ def store_of(data: Any) -> GraphStore:
     )
 
 
+def chunk_layout(data: Any) -> tuple[np.ndarray | None, np.ndarray]:
+    """(item permutation or None, chunk offsets): items grouped by chunk. A store's samples are
+    already grouped by shard; a `WindowDataset` groups windows by their first sample's shard."""
+    fn = getattr(data, "chunk_layout", None)
+    if callable(fn):
+        perm, offsets = fn()
+        return np.asarray(perm, np.int64), np.asarray(offsets, np.int64)
+    return None, store_of(data).shard_offsets.copy()
+
+
 def check_state(state: dict[str, Any], expected: dict[str, Any], who: str) -> None:
     for key, value in expected.items():
         if state.get(key) != value:
@@ -50,7 +60,8 @@ class DistributedChunkSampler(Sampler[int]):
     """Indices for one rank; every rank gets `len(self)` of them.
 
     Args:
-        data: a tj-data dataset, a GraphStore or a path.
+        data: a tj-data dataset (a `WindowDataset` too: windows grouped by their first
+            sample's shard), a GraphStore or a path.
         num_replicas, rank: default to torch.distributed's when initialised, else 1 and 0.
         shuffle: False gives the store order (still split across ranks).
         window_shards: samples are shuffled within groups of this many shards.
@@ -68,8 +79,7 @@ class DistributedChunkSampler(Sampler[int]):
         window_shards: int = 2,
         drop_last: bool = False,
     ) -> None:
-        store = store_of(data)
-        self.shard_offsets = store.shard_offsets.copy()
+        self._perm, self.shard_offsets = chunk_layout(data)
         self.rank, self.num_replicas = dist_rank_world(rank, num_replicas)
         if window_shards < 1:
             raise ValueError(f"window_shards={window_shards}: expected >= 1")
@@ -92,6 +102,8 @@ class DistributedChunkSampler(Sampler[int]):
             window_shards=self.window_shards,
             shuffle=self.shuffle,
         )
+        if self._perm is not None and self.shuffle:
+            full = self._perm[full]
         return split_even(full, self.rank, self.num_replicas, drop_last=self.drop_last)
 
     def __len__(self) -> int:

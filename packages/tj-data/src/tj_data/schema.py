@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tj_data.errors import SchemaMismatchError
+from tj_data.errors import QuantizationError, SchemaMismatchError
 
 __all__ = [
     "EDGE_INDEX",
@@ -50,8 +50,9 @@ Level = Literal["node", "edge", "sample"]
 class QuantParams:
     """How a stored field decodes to its source dtype: ``value = (stored - zero_point) * scale``.
 
-    kind "affine" (integer storage, per-column or scalar scale/zero point) or "float16" (a cast,
-    no parameters). Recorded in the manifest; the encode/decode kernels live in tj-data part 2.
+    kind "affine" (integer storage, or float16 storage with a folded normalisation; per-column
+    or scalar scale/zero point) or "float16" (a cast, no parameters). Recorded in the manifest;
+    the kernels live in `tj_data.quant` (fit, encode, decode) and `GraphBatch.dequantize`.
     """
 
     kind: Literal["affine", "float16"]
@@ -129,6 +130,28 @@ class FieldSpec:
                     f"field {self.name!r}: {len(cols)} column names need shape ({len(cols)},), "
                     f"got shape {self.shape}"
                 )
+        if self.quant is not None:
+            self._check_quant(self.quant)
+
+    def _check_quant(self, q: QuantParams) -> None:
+        ints = ("int8", "uint8", "int16")
+        if q.kind == "float16" and self.dtype != "float16":
+            raise QuantizationError(
+                f"field {self.name!r}: QuantParams(kind='float16') needs dtype float16, "
+                f"got {self.dtype}"
+            )
+        if q.kind == "affine":
+            if self.dtype not in ints:
+                raise QuantizationError(
+                    f"field {self.name!r}: affine quantisation needs dtype in {ints}, "
+                    f"got {self.dtype}"
+                )
+            width = int(np.prod(self.shape, dtype=np.int64))
+            if len(q.scale) not in (1, width):
+                raise QuantizationError(
+                    f"field {self.name!r}: {len(q.scale)} scales for {width} columns "
+                    "(expected 1 or one per column)"
+                )
 
     @property
     def row_nbytes(self) -> int:
@@ -167,6 +190,10 @@ def cast_field(arr: np.ndarray, spec: FieldSpec, where: str) -> np.ndarray:
     target = np.dtype(spec.dtype)
     if arr.dtype == target:
         return arr
+    if spec.quant is not None and arr.dtype.kind == "f":  # quantise at write time
+        from tj_data.quant import quantize_array
+
+        return quantize_array(arr, spec, where=f"{where}: ")
     ok = np.can_cast(arr.dtype, target, casting="same_kind") and not (
         target.kind == "b" and arr.dtype.kind != "b"
     )

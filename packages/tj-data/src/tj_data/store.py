@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,14 @@ class SizeIndex:
 
 
 class GraphStore:
-    """An opened store. Use `GraphStore.open(path)`."""
+    """An opened store. Use `GraphStore.open(path)`.
+
+    `max_open_shards` (None: unbounded) caps the shards whose arrays a process keeps open: the
+    least recently used shard's memmaps are dropped when another opens, so the file pages a
+    process maps (counted in its PSS and, as page cache, against a cgroup limit) stay bounded
+    by the sampler's working set instead of growing to the whole store."""
+
+    max_open_shards: int | None = None
 
     def __init__(
         self, path: Path, manifest: Manifest, *, hdf5: HDF5ReadOptions | None = None
@@ -180,7 +188,7 @@ class GraphStore:
     # ----- per-process handles -----------------------------------------------------------
     def _reset_handles(self) -> None:
         self._pid = os.getpid()
-        self._arrays: dict[int, Mapping[str, Any]] = {}
+        self._arrays: OrderedDict[int, Mapping[str, Any]] = OrderedDict()
         self._ptrs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._files: dict[str, h5py.File] = {}
 
@@ -227,7 +235,23 @@ class GraphStore:
                 where = f"{self.path / str(info.container)}:{info.name}"
             self._check_fields(arrays, info, where)
             self._arrays[k] = arrays
+        else:
+            self._arrays.move_to_end(k)
+        self._trim()
         return arrays
+
+    def _trim(self) -> None:
+        cap = self.max_open_shards
+        while cap is not None and len(self._arrays) > max(cap, 1):
+            self._arrays.popitem(last=False)  # unmapped once the last view is gone
+
+    def set_max_open_shards(self, n: int | None) -> None:
+        """Cap the shards this process keeps open (None: unbounded); applies at once."""
+        if n is not None and n < 1:
+            raise ValueError(f"max_open_shards={n}: expected >= 1 or None")
+        self.max_open_shards = n
+        if getattr(self, "_pid", None) == os.getpid():
+            self._trim()
 
     def _open_h5_shard(self, info: ShardInfo) -> dict[str, Any]:
         where = f"{self.path / str(info.container)}:{info.name}"
@@ -255,8 +279,8 @@ class GraphStore:
         self._check_pid()
         ptrs = self._ptrs.get(k)
         if ptrs is None:
-            a = self.shard_arrays(k)  # npy: memmap views (no copy); hdf5: read once into RAM
-            ptrs = (np.asarray(a["node_ptr"][...]), np.asarray(a["edge_ptr"][...]))
+            a = self.shard_arrays(k)  # read once into RAM: small, and pins no mapping
+            ptrs = (np.array(a["node_ptr"][...]), np.array(a["edge_ptr"][...]))
             self._ptrs[k] = ptrs
         return ptrs
 

@@ -44,6 +44,8 @@ class StreamingGraphDataset(IterableDataset):
         batch_size: yield collated `GraphBatch`es (use DataLoader(batch_size=None)); needed for
             an exact resume with several DataLoader workers.
         read_block: samples read per coalesced read.
+        dequantize: "host" decodes quantised fields in the collate, "device" leaves them for
+            `batch.to(device).dequantize()`.
     Each `__iter__` pass uses `epoch`, then advances it (so persistent workers move on by
     themselves); `set_epoch(e)` sets the next pass's epoch.
     """
@@ -63,6 +65,7 @@ class StreamingGraphDataset(IterableDataset):
         drop_last_batch: bool = False,
         read_block: int = 256,
         transforms: Sequence[BatchTransform] = (),
+        dequantize: str = "host",
         hdf5: HDF5ReadOptions | None = None,
     ) -> None:
         super().__init__()
@@ -82,7 +85,7 @@ class StreamingGraphDataset(IterableDataset):
             drop_last_batch,
             read_block,
         )
-        self.collate_fn = GraphCollator(self.schema, transforms)
+        self.collate_fn = GraphCollator(self.schema, transforms, dequantize=dequantize)
         self.epoch = 0
         self._resume: int | None = None
         self._yielded = 0

@@ -6,6 +6,11 @@ that key, so a window follows one intersection through time even when a recorder
 several intersections per decision step. Valid window starts are precomputed as int64 arrays;
 a window never crosses an episode boundary. Batches of windows collate to a list of T + h
 `GraphBatch`es (one per step; graph b of every step comes from window b).
+
+`transforms` (e.g. a `Normalizer`, an `Augmenter`) run on every step of a collated window batch;
+a transform with `apply_window(steps)` gets all steps at once, so its randomness is drawn once
+per window where it must be consistent over time. An `Augmenter` with `time_shift` > 0 also moves
+each window's start by a random offset inside its stream when the window is read.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import torch
 from torch.utils.data import Dataset
 
 from tj_data.batch import GraphBatch
-from tj_data.collate import GraphCollator
-from tj_data.errors import SchemaMismatchError
+from tj_data.collate import BatchTransform, GraphCollator, forward
+from tj_data.errors import SampleIndexError, SchemaMismatchError
 from tj_data.mapped import GraphDataset
+from tj_data.store import SizeIndex
 
 __all__ = ["WindowCollator", "WindowDataset", "match_nodes", "match_nodes_batched"]
 
@@ -35,6 +41,7 @@ class WindowDataset(Dataset[Window]):
         window: T input steps; horizon: h target steps after them; stride: step between the
             starts of consecutive windows of one stream.
         stream_key: per-sample field that names the stream (None: one stream per episode).
+        transforms: applied to each step's GraphBatch after the base dataset's collate.
     """
 
     def __init__(
@@ -45,6 +52,7 @@ class WindowDataset(Dataset[Window]):
         horizon: int = 0,
         stride: int = 1,
         stream_key: str | None = None,
+        transforms: Sequence[BatchTransform] = (),
     ) -> None:
         if window < 1 or horizon < 0 or stride < 1:
             raise ValueError(
@@ -52,6 +60,7 @@ class WindowDataset(Dataset[Window]):
             )
         self.base, self.window, self.horizon, self.stride = base, window, horizon, stride
         self.stream_key = stream_key
+        self.transforms = tuple(transforms)
         self.steps = window + horizon
         store = base.store
         n = len(store)
@@ -99,6 +108,10 @@ class WindowDataset(Dataset[Window]):
         ok &= (pos - stream_first[pos]) % stride == 0
         self.starts = pos[ok]
         self.stream_of_start = stream_id[self.starts]
+        # valid start positions of each window's stream (bounds of a time shift)
+        last = np.concatenate([first[1:], [n]]) - self.steps if n else np.zeros(0, np.int64)
+        stream_last = np.repeat(last, np.diff(np.concatenate([first, [n]])))
+        self.start_bounds = (stream_first[self.starts], stream_last[self.starts])
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -107,10 +120,12 @@ class WindowDataset(Dataset[Window]):
         """Sample indices [len(windows), T + h] of the given windows."""
         w = np.asarray(windows, np.int64).reshape(-1)
         if w.size and (w.min() < -len(self) or w.max() >= len(self)):
-            from tj_data.errors import SampleIndexError
-
             raise SampleIndexError(f"window index out of range for {len(self)} windows")
-        p = self.starts[w][:, None] + np.arange(self.steps)[None, :]
+        pos = self.starts[w]
+        for t in self.transforms:
+            if getattr(t, "time_shift", 0) > 0:
+                pos = t.shift_starts(pos, self.start_bounds[0][w], self.start_bounds[1][w])
+        p = pos[:, None] + np.arange(self.steps)[None, :]
         return self.order[p]
 
     def __getitem__(self, index: int) -> Window:
@@ -123,18 +138,64 @@ class WindowDataset(Dataset[Window]):
 
     @property
     def collate_fn(self) -> WindowCollator:
-        return WindowCollator(self.base.collate_fn)
+        return WindowCollator(self.base.collate_fn, self.transforms)
+
+    @property
+    def store(self) -> Any:
+        return self.base.store
+
+    @property
+    def schema(self) -> Any:
+        return self.base.schema
+
+    def size_index(self) -> SizeIndex:
+        """Nodes, edges and stored bytes of every window: sums over its T + h steps (from the
+        store's size index, nothing read)."""
+        s = self.base.size_index()
+        out = []
+        for a in (s.nodes, s.edges, s.nbytes):
+            cs = np.concatenate([[0], np.cumsum(a[self.order])])
+            out.append(cs[self.starts + self.steps] - cs[self.starts])
+        return SizeIndex(nodes=out[0], edges=out[1], nbytes=out[2])
+
+    def chunk_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """(windows sorted by the shard of their first sample, offsets of each shard's group):
+        lets `DistributedChunkSampler` shuffle windows shard-locally."""
+        shard, _ = self.base.store.locate(self.order[self.starts])
+        perm = np.argsort(shard, kind="stable").astype(np.int64)
+        counts = np.bincount(shard, minlength=self.base.store.num_shards)
+        return perm, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def set_epoch(self, epoch: int) -> None:
+        forward(self.transforms, "set_epoch", epoch)
+
+    def set_rank(self, rank: int) -> None:
+        forward(self.transforms, "set_rank", rank)
 
 
 class WindowCollator:
-    """Windows -> list of T + h GraphBatches; step t holds step t of every window."""
+    """Windows -> list of T + h GraphBatches; step t holds step t of every window. Then each
+    transform runs on the steps: `t.apply_window(steps)` when it has it, else per step."""
 
-    def __init__(self, collate: GraphCollator) -> None:
+    def __init__(self, collate: GraphCollator, transforms: Sequence[BatchTransform] = ()) -> None:
         self.collate = collate
+        self.transforms = tuple(transforms)
 
     def __call__(self, windows: Sequence[Window]) -> list[GraphBatch]:
-        steps = len(windows[0])
-        return [self.collate([w[t] for w in windows]) for t in range(steps)]
+        n = len(windows[0])
+        steps = [self.collate([w[t] for w in windows]) for t in range(n)]
+        for tr in self.transforms:
+            fn = getattr(tr, "apply_window", None)
+            steps = list(fn(steps)) if callable(fn) else [tr(s) for s in steps]
+        return steps
+
+    def set_epoch(self, epoch: int) -> None:
+        self.collate.set_epoch(epoch)
+        forward(self.transforms, "set_epoch", epoch)
+
+    def set_rank(self, rank: int) -> None:
+        self.collate.set_rank(rank)
+        forward(self.transforms, "set_rank", rank)
 
 
 def match_nodes(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,230 @@
+"""`autotune_loader`: run candidate loader plans briefly, measure them, keep the fastest in budget.
+
+The seeds' "safe / balanced / aggressive / extreme" table (4x2, 8x3, 12x4, 16x4 workers x
+prefetch), capped to this machine's cores, plus `plan_loader`'s plan and a no-worker plan, each
+run for `seconds_per_candidate` after a warm-up: samples/s and the peak PSS of the whole process
+tree (main + workers, polled in a thread; a candidate is stopped as soon as it goes over the
+budget). Workers are shut down and waited for between candidates so each starts clean.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil
+import torch
+
+from tj_data.batch import GraphBatch
+from tj_data.errors import BudgetError
+from tj_data.loader import build_loader
+from tj_data.plan import LoaderPlan, estimate_plan, plan_loader
+from tj_data.pss import PeakPssSampler, tree_memory
+
+__all__ = ["SEED_TABLE", "AutotuneResult", "CandidateResult", "autotune_loader", "hand_plans"]
+
+log = logging.getLogger(__name__)
+
+SEED_TABLE = {"safe": (4, 2), "balanced": (8, 3), "aggressive": (12, 4), "extreme": (16, 4)}
+
+
+@dataclass(kw_only=True, frozen=True)
+class CandidateResult:
+    name: str
+    plan: LoaderPlan
+    samples_per_s: float
+    batches: int
+    peak_pss: int
+    estimate: int
+    over_budget: bool
+    error: str | None = None
+
+    def row(self, budget: int) -> str:
+        status = "error" if self.error else ("over budget" if self.over_budget else "fits")
+        return (
+            f"| {self.name} | {self.plan.num_workers} | {self.plan.prefetch_factor or '-'} | "
+            f"{self.plan.batch_size} | {self.samples_per_s:,.0f} | {self.peak_pss / 2**20:,.0f} | "
+            f"{self.estimate / 2**20:,.0f} | {budget / 2**20:,.0f} | {status} |"
+        )
+
+
+@dataclass(kw_only=True, frozen=True)
+class AutotuneResult:
+    best: LoaderPlan
+    best_name: str
+    budget_bytes: int
+    table: tuple[CandidateResult, ...]
+
+    def markdown(self) -> str:
+        head = (
+            "| candidate | workers | prefetch | batch | samples/s | peak tree PSS MiB | "
+            "estimate MiB | budget MiB | status |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        )
+        return "\n".join([head, *(r.row(self.budget_bytes) for r in self.table)])
+
+
+def _cores() -> int:
+    return len(psutil.Process().cpu_affinity() or []) or psutil.cpu_count() or 1
+
+
+def hand_plans(base: LoaderPlan, cores: int | None = None) -> dict[str, LoaderPlan]:
+    """The seed table's configurations (workers capped to `cores`), on top of `base`'s settings,
+    plus "no workers"; duplicates after capping are dropped."""
+    cores = cores or _cores()
+    out: dict[str, LoaderPlan] = {}
+    seen: set[tuple[int, int | None]] = set()
+    for name, (w, pf) in SEED_TABLE.items():
+        wc = min(w, cores)
+        if (wc, pf) in seen:
+            continue
+        seen.add((wc, pf))
+        label = f"{name} {w}x{pf}" + (f" (capped: {wc}x{pf})" if wc != w else "")
+        out[label] = replace(base, num_workers=wc, prefetch_factor=pf, persistent_workers=True)
+    out["no workers"] = replace(base, num_workers=0, prefetch_factor=None, persistent_workers=False)
+    return out
+
+
+def _count(batch: Any) -> int:
+    if isinstance(batch, GraphBatch):
+        return batch.num_graphs
+    if isinstance(batch, list | tuple) and batch and isinstance(batch[0], GraphBatch):
+        return batch[0].num_graphs
+    return len(batch)
+
+
+def _wait_children_gone(before: set[int], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        extra = {p.pid for p in psutil.Process().children(recursive=True)} - before
+        if not extra:
+            return
+        time.sleep(0.05)
+
+
+def _measure(
+    dataset: Any,
+    plan: LoaderPlan,
+    budget: int,
+    seconds: float,
+    warmup: int,
+    seed: int,
+    interval: float,
+    step_fn: Callable[[Any], Any] | None = None,
+) -> tuple[float, int, int, bool]:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    loader = build_loader(dataset, plan, seed=seed)
+    over = False
+    n = batches = 0
+    sampler = PeakPssSampler(interval=interval)
+    try:
+        with sampler:
+            it = iter(loader)
+            for _ in range(warmup):  # workers start, caches warm; memory counts, time does not
+                try:
+                    next(it)
+                except StopIteration:
+                    it = iter(loader)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    continue
+                if step_fn is not None:
+                    step_fn(batch)
+                n += _count(batch)
+                batches += 1
+                if sampler.peak_pss > budget:
+                    over = True
+                    break
+            elapsed = time.perf_counter() - t0
+            del it
+    finally:
+        del loader
+        gc.collect()
+        _wait_children_gone(before)
+    over = over or sampler.peak_pss > budget
+    return (n / elapsed if elapsed > 0 else 0.0), batches, sampler.peak_pss, over
+
+
+def autotune_loader(
+    dataset: Any,
+    budget_bytes: int,
+    candidates: Mapping[str, LoaderPlan] | None = None,
+    *,
+    seconds_per_candidate: float = 3.0,
+    warmup_batches: int = 3,
+    batch_size: int | None = None,
+    device: str | torch.device = "cpu",
+    cpu_count: int | None = None,
+    seed: int = 0,
+    pss_interval: float = 0.25,
+    step_fn: Callable[[Any], Any] | None = None,
+) -> AutotuneResult:
+    """Measure each candidate (default: `hand_plans` of `plan_loader`'s plan, plus that plan)
+    on `dataset` and return the fastest that stayed within `budget_bytes`, with every row.
+
+    `step_fn(batch)` runs after each batch (e.g. a training step, or its stand-in): workers
+    pay off when the main process is busy, and a loader measured alone favours none. Without
+    it, the loader's own throughput is compared.
+
+    Raises BudgetError when no candidate stays within the budget."""
+    if candidates is None:
+        planned = plan_loader(
+            dataset,
+            budget_bytes=budget_bytes,
+            batch_size=batch_size,
+            device=device,
+            cpu_count=cpu_count,
+        )
+        candidates = {"plan_loader": planned, **hand_plans(planned, cpu_count)}
+    main = tree_memory().pss
+    rows: list[CandidateResult] = []
+    for name, plan in candidates.items():
+        plan = replace(plan, budget_bytes=budget_bytes)
+        est = estimate_plan(dataset, plan, main_bytes=main).total
+        try:
+            sps, nb, peak, over = _measure(
+                dataset,
+                plan,
+                budget_bytes,
+                seconds_per_candidate,
+                warmup_batches,
+                seed,
+                pss_interval,
+            )
+            rows.append(
+                CandidateResult(
+                    name=name, plan=plan, samples_per_s=sps, batches=nb, peak_pss=peak,
+                    estimate=est, over_budget=over,
+                )
+            )  # fmt: skip
+        except (RuntimeError, OSError) as exc:  # a worker killed, shm exhausted, ...
+            log.warning("autotune candidate %s failed: %s", name, exc)
+            rows.append(
+                CandidateResult(
+                    name=name, plan=plan, samples_per_s=0.0, batches=0, peak_pss=0,
+                    estimate=est, over_budget=False, error=f"{type(exc).__name__}: {exc}",
+                )
+            )  # fmt: skip
+        log.info(
+            "autotune %s: %.0f samples/s, peak PSS %.0f MiB",
+            name,
+            rows[-1].samples_per_s,
+            rows[-1].peak_pss / 2**20,
+        )
+    ok = [r for r in rows if not r.over_budget and r.error is None and r.batches > 0]
+    if not ok:
+        table = AutotuneResult(
+            best=rows[0].plan, best_name="", budget_bytes=budget_bytes, table=tuple(rows)
+        )
+        raise BudgetError(f"no candidate stayed within the budget:\n{table.markdown()}")
+    best = max(ok, key=lambda r: r.samples_per_s)
+    return AutotuneResult(
+        best=best.plan, best_name=best.name, budget_bytes=budget_bytes, table=tuple(rows)
+    )
