@@ -97,10 +97,12 @@ class DataSection:
     statistics: Literal["sampled", "exact"] = "sampled"
     statistics_samples: int = 10_000
     quantize: dict[str, Literal["float16", "int8"]] = field(default_factory=dict)
+    reader: Literal["mmap", "chunked"] = "mmap"  # chunked: decoded shards in a byte-bounded LRU
+    cache_chunks: int = 3  # shards the chunked reader keeps per process
     augment: Literal["phase1", "none"] = "phase1"
 
     def __post_init__(self) -> None:
-        _positive(self, "shard_size", "statistics_samples")
+        _positive(self, "shard_size", "statistics_samples", "cache_chunks")
         if not 0.0 < self.holdout_fraction < 1.0:
             raise ValueError(f"holdout_fraction must be in (0, 1), got {self.holdout_fraction}")
 

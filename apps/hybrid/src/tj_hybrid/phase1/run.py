@@ -129,7 +129,7 @@ def run_phase1(
             accumulation_steps=cfg.accumulation_steps,
             dataset={k: str(v) if isinstance(v, Path) else v for k, v in asdict(ds).items()},
             loader_plan=plan_info,
-            budget_bytes=cfg.loader.budget,
+            budget_bytes=plan_info["budget_bytes_per_rank"] * nprocs,
             peak_tree_pss=peak.get("tree_pss"),
             peak_pressure=peak.get("container_used"),
             wall_s=wall,

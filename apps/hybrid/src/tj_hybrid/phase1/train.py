@@ -25,7 +25,7 @@ import tj_dist
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.log_setup import setup_logging
 from tj_hybrid.phase1.evaluate import evaluate_world_model
-from tj_hybrid.phase1.loader import LoaderSpec, make_eval_loader, make_train_loader
+from tj_hybrid.phase1.loader import LoaderSpec, TrainLoader, make_eval_loader, make_train_loader
 from tj_hybrid.progress import StepProgress
 from tj_hybrid.run_dir import PhaseDir
 from tj_models import HorizonSchedule, TrafficAgent, TrafficAgentConfig, world_model_loss
@@ -90,11 +90,11 @@ def _lr_lambda(warmup: int, total: int) -> Any:
     return fn
 
 
-def _batches(loader: Any, sampler: Any, epoch: int) -> Iterator[tuple[int, Any]]:
+def _batches(train: TrainLoader, epoch: int) -> Iterator[tuple[int, Any]]:
     """Batches over epochs without end, tagged with their epoch; a resumed sampler continues."""
     while True:
-        sampler.set_epoch(epoch)
-        for batch in loader:
+        train.set_epoch(epoch)
+        for batch in train.loader:
             yield epoch, batch
         epoch += 1
 
@@ -147,7 +147,7 @@ def train_rank(job: Phase1Job) -> dict[str, Any] | None:
         start_step=int(p1.horizon_start * p1.steps),
         end_step=max(int(p1.horizon_end * p1.steps), int(p1.horizon_start * p1.steps) + 1),
     )
-    train = make_train_loader(job.loader, rank=rank, world_size=world, seed=cfg.run.seed)
+    train = make_train_loader(job.loader, rank=rank, world_size=world)
     sampler_state = RankStates(train.sampler)
 
     step, epoch = 0, 0
@@ -169,9 +169,7 @@ def train_rank(job: Phase1Job) -> dict[str, Any] | None:
     consumed = sampler_state.consumed
     recent: dict[str, float] = {}
     try:
-        stream = timer.iterate(
-            _batches(train.loader, train.sampler, epoch), size=lambda d: d[1][0].ptr.numel() - 1
-        )
+        stream = timer.iterate(_batches(train, epoch), size=lambda d: d[1][0].ptr.numel() - 1)
         for mb in acc.micro_batches(stream):
             if acc.optimizer_steps >= p1.steps:
                 break
