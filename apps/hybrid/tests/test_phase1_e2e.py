@@ -114,3 +114,86 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(
     # the resumed run appended to the same metrics log: every step once or twice, up to 40
     rows = (tmp_path / "runs" / "killed" / "phase1" / "logs" / "metrics.jsonl").read_text()
     assert '"step": 40' in rows
+
+
+def _export_seed_json(stores: list[Path], dst: Path) -> int:
+    """Write stores as the seeds' layout: phase1/chunks/chunk_NNN.json + metadata.json."""
+    chunks = dst / "phase1" / "chunks"
+    chunks.mkdir(parents=True)
+    (dst / "metadata.json").write_text(json.dumps({"source": "test export"}))
+    records, episodes = [], 0
+    for path in stores:
+        store = GraphStore.open(path)
+        starts = [0, *store.episode_ends[:-1].tolist()]
+        for start, end in zip(starts, store.episode_ends.tolist(), strict=True):
+            for i in range(start, end):
+                s = store[i]
+                nodes = [
+                    {
+                        "features": s["x"][j].tolist(),
+                        "vehicle_id": int(s["vehicle_id"][j]),
+                        "movement": int(s["movement"][j]),
+                        "y_next": s["y_next"][j].tolist(),
+                        "y_mask": bool(s["y_mask"][j]),
+                        "risk": float(s["risk"][j]),
+                    }
+                    for j in range(len(s["x"]))
+                ]
+                edges = [
+                    {"source": int(a), "target": int(b), "features": f.tolist()}
+                    for a, b, f in zip(*s["edge_index"], s["edge_attr"], strict=True)
+                ]
+                scalars = {
+                    k: s[k].item()
+                    for k in ("intersection", "sim_time", "time_in_phase", "phase", "phase_count")
+                }
+                records.append({"nodes": nodes, "edges": edges, **scalars, "episode": episodes})
+            episodes += 1
+    for k in range(0, len(records), 100):
+        (chunks / f"chunk_{k // 100:03d}.json").write_text(json.dumps(records[k : k + 100]))
+    return episodes
+
+
+def test_phase1_from_seed_json_chunks(small_data: Path, tmp_path: Path, run: Any) -> None:
+    src = tmp_path / "seed-json"
+    n = _export_seed_json([small_data / "train", small_data / "holdout"], src)
+    data = tmp_path / "imported"
+    out = run(
+        "--profile",
+        "smoke",
+        "--set",
+        f"data.json_source={src}",
+        "--set",
+        f"data.path={data}",
+        "--set",
+        f"run.root={tmp_path / 'runs'}",
+        "--set",
+        "phase1.steps=4",
+        "--set",
+        "phase1.eval_batches=2",
+        "--set",
+        "data.holdout_fraction=0.25",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    train, hold = GraphStore.open(data / "train"), GraphStore.open(data / "holdout")
+    assert len(train.episode_ends) + len(hold.episode_ends) == n == 4
+    assert len(hold.episode_ends) == 1
+    assert len(train) + len(hold) == sum(
+        len(GraphStore.open(small_data / p)) for p in ("train", "holdout")
+    )
+    # a record without a snapshot field is refused with the file, record and field
+    bad = json.loads((src / "phase1" / "chunks" / "chunk_000.json").read_text())
+    del bad[3]["nodes"][0]["y_next"]
+    (src / "phase1" / "chunks" / "chunk_000.json").write_text(json.dumps(bad))
+    out = run(
+        "--profile",
+        "smoke",
+        "--set",
+        f"data.json_source={src}",
+        "--set",
+        f"data.path={tmp_path / 'bad'}",
+        "--set",
+        f"run.root={tmp_path / 'runs'}",
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "data error:" in out.stderr and "chunk_000.json record 3 field 'y_next'" in out.stderr

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import yaml
 
+from tj_data import StoreError
 from tj_dist import RankFailedError
 from tj_hybrid.config import ConfigError, LoadedConfig, to_plain
 from tj_hybrid.run_dir import RunDir
@@ -63,6 +64,9 @@ def run(loaded: LoadedConfig, phases: Sequence[int], *, resume: bool = False) ->
                 )
     except ConfigError as exc:
         print(f"tj-hybrid: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:  # corrupt, incomplete or malformed data: name it, no traceback
+        print(f"tj-hybrid: data error: {exc}", file=sys.stderr)
         return 2
     except RankFailedError as exc:
         print(f"tj-hybrid: training failed: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ import numpy as np
 from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
-from tj_rl import Scenario, record_dataset
+from tj_rl import Scenario, record_dataset, snapshot_schema
 
 __all__ = ["DatasetInfo", "ensure_dataset", "split_store"]
 
@@ -147,8 +147,11 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
     else:
         if cfg.data.json_source is not None:
             tmp = root / "imported"
-            import_json_chunks(cfg.data.json_source, tmp, backend=cfg.data.backend,
-                               shard_size=cfg.data.shard_size, overwrite=True)  # fmt: skip
+            # records must carry the traffic-snapshot fields (docs/ARCHITECTURE.md): the
+            # schema is tj-rl's, so a missing field fails with the file, record and field
+            import_json_chunks(cfg.data.json_source, tmp, schema=snapshot_schema(),
+                               backend=cfg.data.backend, shard_size=cfg.data.shard_size,
+                               overwrite=True)  # fmt: skip
             split_store(tmp, train_p, hold_p, cfg.data.holdout_fraction)
             shutil.rmtree(tmp)
         else:

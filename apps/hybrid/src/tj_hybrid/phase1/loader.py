@@ -167,10 +167,38 @@ def _quantised(cfg: HybridConfig, ds: DatasetInfo) -> Path:
             return dst
     except Exception:
         pass
-    report = quantize_store(ds.train, dst, want, percentiles=(0.1, 99.9), overwrite=True)
+    src = GraphStore.open(ds.train)
+    missing = [f for f in want if f not in src.manifest.statistics]
+    if missing:  # int8 scales are fitted on the statistics
+        compute_statistics(src, missing, method=cfg.data.statistics,
+                           max_samples=cfg.data.statistics_samples)  # fmt: skip
+    report = quantize_store(ds.train, dst, want, percentiles=(0.1, 99.9), overwrite=True,
+                            ranges=_constant_column_ranges(ds.train, want))  # fmt: skip
     GraphStore.open(dst).update_manifest(metadata={"tj_hybrid_quantize": want})
     log.info("quantised training store %s:\n%s", dst, report.markdown())
     return dst
+
+
+def _constant_column_ranges(
+    store: Path, fields: dict[str, str]
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """int8 needs a range of non-zero width; a constant column (every vehicle of the default
+    scenario is 5 m long) gets [v - 1, v + 1], where v itself is stored exactly enough."""
+    from tj_data import load_statistics
+
+    stats = load_statistics(GraphStore.open(store), list(fields))
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for name, kind in fields.items():
+        if kind == "float16":
+            continue
+        st = stats[name]
+        cols = (
+            st.columns if st.columns else tuple(str(i) for i in range(len(np.atleast_1d(st.min))))
+        )
+        for col, lo, hi in zip(cols, np.atleast_1d(st.min), np.atleast_1d(st.max), strict=True):
+            if float(hi) <= float(lo):
+                out.setdefault(name, {})[col] = (float(lo) - 1.0, float(lo) + 1.0)
+    return out
 
 
 def plan_phase1_loader(
