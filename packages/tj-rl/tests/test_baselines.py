@@ -104,3 +104,34 @@ def test_evaluate_bad_input(default_sc: Scenario) -> None:
         evaluate(default_sc, "smart")
     with pytest.raises(ValueError, match="metrics=True"):
         evaluate(default_sc, "greedy", config=EnvConfig(metrics=False))
+
+
+def test_mixed_policy_mixes_base_and_random_feasible(default_sc: Scenario) -> None:
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=default_sc.replace(end=300.0))
+    try:
+
+        def actions(policy_name: str, **kwargs: object) -> list[int]:
+            pol = make_policy(policy_name, **kwargs)
+            obs, infos = env.reset(seed=1)
+            pol.reset(env)
+            out, trunc = [], {"__all__": False}
+            while not trunc["__all__"]:
+                act = pol.compute_actions(obs, infos)
+                assert obs["A0"]["action_mask"][act["A0"]] == 1  # always feasible
+                out.append(act["A0"])
+                obs, _, _, trunc, infos = env.step(act)
+                assert not infos["A0"]["vetoed"]
+            return out
+
+        fixed = actions("fixed-time")
+        assert actions("mixed", switch_prob=0.0) == fixed  # no switches: the base policy
+        mixed_a = actions("mixed", switch_prob=0.5, seed=1)
+        assert mixed_a != fixed  # random feasible switches happen
+        assert actions("mixed", switch_prob=0.5, seed=1) == mixed_a  # seeded
+        assert actions("mixed", switch_prob=0.5, seed=2) != mixed_a
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="base 'mixed'"):
+        make_policy("mixed", base="mixed")
+    with pytest.raises(ValueError, match="switch_prob"):
+        make_policy("mixed", switch_prob=1.5)

@@ -170,11 +170,17 @@ class Augmenter:
     def __call__(self, batch: GraphBatch) -> GraphBatch:
         return self.apply_window([batch])[0]
 
-    def apply_window(self, steps: Sequence[GraphBatch]) -> list[GraphBatch]:
-        """Augment the T steps of a batch of windows (graph b of every step = window b)."""
+    def apply_window(
+        self, steps: Sequence[GraphBatch], *, rng: np.random.Generator | None = None
+    ) -> list[GraphBatch]:
+        """Augment the T steps of a batch of windows (graph b of every step = window b).
+
+        ``rng``: draw from this generator instead of the seed context, for callers that key the
+        randomness themselves (e.g. by position in the epoch, so a resumed run draws the same).
+        """
         if not self.config.enabled or not steps:
             return list(steps)
-        rng = self.seeds.rng(stream=0)
+        rng = self.seeds.rng(stream=0) if rng is None else rng
         jitters = self._window_jitter(steps, rng)
         return [self._one(b, rng, j) for b, j in zip(steps, jitters, strict=True)]
 

@@ -9,6 +9,9 @@ features and respects ``action_mask``) plus the env's static topology at ``reset
   (vehicles on the incoming lane - vehicles on the outgoing lane).
 - ``greedy``: the feasible green serving the most halting vehicles (max queue).
 - ``random``: a uniformly random feasible green (benchmarks, exploration data).
+- ``mixed``: another baseline (``base``, default fixed-time) whose decision is replaced, with
+  probability ``switch_prob``, by a random feasible green: diverse but plausible behaviour data
+  for phase-1 recording (pure random switching rarely lets queues form and clear).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "GreedyPolicy",
     "MaxPressurePolicy",
     "MetricsTable",
+    "MixedPolicy",
     "Policy",
     "RandomPolicy",
     "evaluate",
@@ -117,16 +121,38 @@ class RandomPolicy:
         return {a: int(self.rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
 
 
+class MixedPolicy:
+    def __init__(self, base: str = "fixed-time", switch_prob: float = 0.3, seed: int = 0) -> None:
+        if base in ("mixed", "random") or base not in POLICIES:
+            raise ValueError(f"mixed: base {base!r} must be one of fixed-time, max-pressure, greedy")
+        if not 0.0 <= switch_prob <= 1.0:
+            raise ValueError(f"mixed: switch_prob={switch_prob}, must be in [0, 1]")
+        self.base = POLICIES[base]()
+        self.switch_prob = switch_prob
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, env: TrafficSignalCore) -> None:
+        self.base.reset(env)
+
+    def compute_actions(self, obs, infos):
+        out = self.base.compute_actions(obs, infos)
+        for agent, o in obs.items():
+            if self.rng.random() < self.switch_prob:
+                out[agent] = int(self.rng.choice(np.flatnonzero(o["action_mask"])))
+        return out
+
+
 POLICIES = {
     "fixed-time": FixedTimePolicy,
     "max-pressure": MaxPressurePolicy,
     "greedy": GreedyPolicy,
     "random": RandomPolicy,
+    "mixed": MixedPolicy,
 }
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
-    """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``random``)."""
+    """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``random``, ``mixed``)."""
     if name not in POLICIES:
         raise ValueError(f"policy {name!r} unknown; choose one of {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)

@@ -14,6 +14,7 @@ and listed in ``metadata["truncated_episodes"]``.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import multiprocessing as mp
 import queue as queue_mod
@@ -28,7 +29,7 @@ from typing import Any, Literal
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tj_data import GraphStoreWriter
-from tj_rl.baselines import make_policy
+from tj_rl.baselines import POLICIES, make_policy
 from tj_rl.config import EnvConfig
 from tj_rl.env import TrafficSignalCore
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, build_graph
@@ -95,8 +96,8 @@ def _worker(
         env = TrafficSignalCore(config, scenario=scenario)
         for episode, seed in jobs:
             kwargs = dict(policy_kwargs)
-            if policy == "random":
-                kwargs.setdefault("seed", seed)
+            if "seed" in inspect.signature(POLICIES[policy]).parameters:
+                kwargs.setdefault("seed", seed)  # stochastic policies: one stream per episode
             streams, status = _record_episode(
                 env, make_policy(policy, **kwargs), episode, seed, risk
             )

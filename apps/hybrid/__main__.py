@@ -1,0 +1,3 @@
+from tj_hybrid.cli import main
+
+raise SystemExit(main())

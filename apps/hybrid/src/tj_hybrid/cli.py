@@ -1,0 +1,104 @@
+"""``tj-hybrid`` / ``uv run apps/hybrid``: parse the command line and dispatch; nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from tj_hybrid.config import PROFILES, ConfigError, load_config, to_plain
+from tj_hybrid.log_setup import setup_logging
+
+__all__ = ["AVAILABLE_PHASES", "build_parser", "main"]
+
+# Phases that exist today; `--phase all` runs these in order.
+AVAILABLE_PHASES: tuple[int, ...] = (1,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tj-hybrid",
+        description="TJ Transport's three-phase trainer. Available phases: "
+        + ", ".join(map(str, AVAILABLE_PHASES))
+        + " (phases 2 and 3 are not built yet).",
+    )
+    p.add_argument(
+        "command",
+        nargs="?",
+        choices=("train", "doctor"),
+        default="train",
+        help="train (default) or doctor: check this machine",
+    )
+    p.add_argument(
+        "--phase",
+        default="all",
+        help=f"phase to run: {', '.join(map(str, AVAILABLE_PHASES))} or all (default)",
+    )
+    p.add_argument("--config", type=Path, help="defaults file (default: configs/hybrid.yaml)")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        help="overlay from configs/profiles/ (default: chosen for this hardware)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one value, e.g. --set phase1.steps=100 (repeatable)",
+    )
+    p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run named by run.name from its newest valid checkpoint",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _phases(text: str) -> tuple[int, ...]:
+    if text == "all":
+        return AVAILABLE_PHASES
+    if text.isdigit() and int(text) in AVAILABLE_PHASES:
+        return (int(text),)
+    raise ConfigError(
+        f"--phase {text}: available phases are {', '.join(map(str, AVAILABLE_PHASES))} or all"
+        " (phases 2 and 3 are not built yet)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(logging.DEBUG if args.verbose else logging.INFO)
+    log = logging.getLogger("tj_hybrid")
+    try:
+        phases = _phases(args.phase)
+        loaded = load_config(args.config, args.profile, args.overrides)
+    except ConfigError as exc:
+        print(f"tj-hybrid: config error: {exc}", file=sys.stderr)
+        return 2
+    cfg = loaded.config
+    if args.print_config:
+        print(yaml.safe_dump(to_plain(cfg), sort_keys=False, default_flow_style=None), end="")
+        return 0
+    if args.command == "doctor":
+        from tj_hybrid.doctor import render, run_checks
+
+        checks = run_checks({"run dir": cfg.run.root, "data dir": cfg.data.path})
+        print(render(checks))
+        return 1 if any(c.status == "FAIL" for c in checks) else 0
+    log.info(
+        "profile %s (%s); config from %s",
+        loaded.profile,
+        loaded.profile_reason,
+        ", ".join(map(str, loaded.files)),
+    )
+    from tj_hybrid.runner import run
+
+    return run(loaded, phases, resume=args.resume)

@@ -1,0 +1,27 @@
+"""Profiles: the seeds' test / normal / maximum / memory- and VRAM-optimised configurations.
+
+Each is an overlay file ``configs/profiles/<name>.yaml`` naming only what it changes. Without
+``--profile`` the trainer picks one for the hardware it finds and says why.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PROFILES", "auto_profile"]
+
+PROFILES: dict[str, str] = {
+    "smoke": "CPU-only or a quick check: tiny model, 2 gloo ranks, minutes",
+    "normal": "a GPU workstation (the reference 2x RTX 2080 Ti, 16 GB RAM)",
+    "max": "maximum throughput when RAM and VRAM allow: bigger batches, more workers",
+    "low_memory": "tight host RAM: small budget, few workers, int8 features, chunk cache",
+    "low_vram": "small GPUs: small micro-batches, more accumulation, activation checkpointing",
+}
+
+
+def auto_profile() -> tuple[str, str]:
+    """(profile, reason) for this machine: GPUs -> normal, none -> smoke."""
+    import torch
+
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        return "normal", f"found {n} CUDA device{'s' if n != 1 else ''}"
+    return "smoke", "no CUDA device found"

@@ -1,0 +1,176 @@
+"""Phase-1 data: make sure a train and a held-out store exist, then describe them.
+
+If ``data.path`` holds no dataset, it is recorded from the configured SUMO scenario with tj-rl
+(behaviour policy ``mixed``: fixed-time with random feasible switches, so the data shows queues
+forming and clearing under many signal sequences), or imported from seed-style JSON chunks when
+``data.json_source`` is set. Train and held-out episodes use disjoint SUMO seeds. A dataset made
+with other settings than the current config is refused, never silently reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
+from tj_hybrid.config.layering import ConfigError
+from tj_hybrid.config.schema import HybridConfig
+from tj_rl import Scenario, record_dataset, snapshot_schema
+
+__all__ = ["DatasetInfo", "ensure_dataset", "split_store"]
+
+log = logging.getLogger(__name__)
+HOLDOUT_SEED_OFFSET = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetInfo:
+    """Where the stores are and the facts about them the model needs."""
+
+    train: Path
+    holdout: Path
+    train_samples: int
+    holdout_samples: int
+    num_movements: int  # max movement index + 1
+    max_actions: int  # largest phase count
+    decision_interval: float  # seconds between consecutive samples of a stream
+    recorded: bool  # True when this call made the dataset
+
+
+def _fingerprint(cfg: HybridConfig) -> str:
+    """What the dataset depends on; a stored dataset with another fingerprint is refused."""
+    if cfg.data.json_source is not None:
+        src = {"json_source": str(cfg.data.json_source), "holdout": cfg.data.holdout_fraction}
+    else:
+        r = cfg.record
+        env = {k: v for k, v in asdict(r.env).items() if k not in ("temp_dir", "metrics")}
+        src = {
+            "scenario": str(r.scenario),
+            "episode_seconds": r.episode_seconds,
+            "episodes": [r.train_episodes, r.holdout_episodes],
+            "policy": [r.policy, dict(sorted(r.policy_kwargs.items()))],
+            "env": env,
+            "seed": cfg.run.seed,
+        }
+    src["backend"] = cfg.data.backend
+    blob = json.dumps(src, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _open(path: Path) -> GraphStore | None:
+    try:
+        return GraphStore.open(path)
+    except StoreError as exc:
+        if path.exists():
+            log.warning("ignoring unusable dataset at %s: %s", path, exc)
+        return None
+
+
+def split_store(src: Path, train: Path, holdout: Path, holdout_fraction: float) -> None:
+    """Copy the episodes of ``src`` into two stores: the last ``holdout_fraction`` held out."""
+    store = GraphStore.open(src)
+    ends = np.asarray(store.episode_ends, np.int64)
+    if len(ends) < 2:
+        raise ConfigError(f"{src}: {len(ends)} episode(s); a held-out split needs at least 2")
+    n_hold = max(1, round(len(ends) * holdout_fraction))
+    starts = np.concatenate([[0], ends[:-1]])
+    for dst, episodes in (
+        (train, range(len(ends) - n_hold)),
+        (holdout, range(len(ends) - n_hold, len(ends))),
+    ):
+        with GraphStoreWriter(dst, store.schema, backend=store.backend, overwrite=True,
+                              metadata={**store.manifest.metadata, "split_of": str(src)}) as w:  # fmt: skip
+            for e in episodes:
+                for i in range(int(starts[e]), int(ends[e])):
+                    w.append(store[i])
+                w.end_episode()
+
+
+def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
+    r = cfg.record
+    scenario = Scenario.from_sumocfg(r.scenario, end=r.episode_seconds)
+    base = cfg.run.seed * 1000
+    for path, n, offset in (
+        (train, r.train_episodes, 0),
+        (holdout, r.holdout_episodes, HOLDOUT_SEED_OFFSET),
+    ):
+        log.info("recording %d episode(s) of %s into %s", n, r.scenario.name, path)
+        record_dataset(
+            scenario,
+            r.policy,
+            episodes=n,
+            out_path=path,
+            workers=min(r.workers, n),
+            seeds=[base + offset + i for i in range(n)],
+            policy_kwargs=dict(r.policy_kwargs),
+            env_config=r.env,
+            shard_size=cfg.data.shard_size,
+            backend=cfg.data.backend,
+            overwrite=True,
+        )
+
+
+def _facts(store: GraphStore) -> tuple[int, int]:
+    """(max movement + 1, max phase count) over the store, read shard by shard (memory-mapped)."""
+    movements, actions = 1, 1
+    names = set(store.schema.names)
+    for k in range(store.num_shards):
+        arrays = store.shard_arrays(k)
+        if "movement" in names and len(arrays["movement"]):
+            movements = max(movements, int(np.max(arrays["movement"][...])) + 1)
+        if "phase_count" in names and len(arrays["phase_count"]):
+            actions = max(actions, int(np.max(arrays["phase_count"][...])))
+    return movements, actions
+
+
+def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
+    """Reuse the dataset at ``data.path`` if it matches the config, else record/import it."""
+    root = cfg.data.path
+    train_p, hold_p = root / "train", root / "holdout"
+    fp = _fingerprint(cfg)
+    train, hold = _open(train_p), _open(hold_p)
+    recorded = False
+    if train is not None and hold is not None:
+        found = train.manifest.metadata.get("tj_hybrid", {}).get("fingerprint")
+        if found != fp:
+            raise ConfigError(
+                f"the dataset at {root} was made with other settings (fingerprint {found}, config "
+                f"{fp}); delete it, or point data.path elsewhere (--set data.path=...)"
+            )
+        log.info("using the dataset at %s (%d + %d samples)", root, len(train), len(hold))
+    else:
+        if cfg.data.json_source is not None:
+            tmp = root / "imported"
+            # records must carry the traffic-snapshot fields (docs/ARCHITECTURE.md): the
+            # schema is tj-rl's, so a missing field fails with the file, record and field
+            import_json_chunks(cfg.data.json_source, tmp, schema=snapshot_schema(),
+                               backend=cfg.data.backend, shard_size=cfg.data.shard_size,
+                               overwrite=True)  # fmt: skip
+            split_store(tmp, train_p, hold_p, cfg.data.holdout_fraction)
+            shutil.rmtree(tmp)
+        else:
+            _record(cfg, train_p, hold_p)
+        for p in (train_p, hold_p):
+            GraphStore.open(p).update_manifest(metadata={"tj_hybrid": {"fingerprint": fp}})
+        train, hold = GraphStore.open(train_p), GraphStore.open(hold_p)
+        recorded = True
+    movements, actions = _facts(train)
+    # recorded stores carry the env config; imported JSON has none: the configured interval applies
+    env_meta = train.manifest.metadata.get("env", {})
+    dt = float(env_meta.get("delta_time", cfg.record.env.delta_time))
+    return DatasetInfo(
+        train=train_p,
+        holdout=hold_p,
+        train_samples=len(train),
+        holdout_samples=len(hold),
+        num_movements=movements,
+        max_actions=actions,
+        decision_interval=dt,
+        recorded=recorded,
+    )

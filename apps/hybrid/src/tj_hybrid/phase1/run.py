@@ -1,0 +1,146 @@
+"""Phase 1 end to end: data, statistics, loader plan, DDP training under a memory monitor, report.
+
+The parent process prepares everything that is done once (recording, statistics, the loader
+plan), then spawns the ranks with ``tj_dist.launch_local`` while a ``tj_monitor.MemoryMonitor``
+watches the whole process tree (ranks, their DataLoader workers, SUMO during recording).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+import tj_dist
+from tj_hybrid.config.layering import ConfigError
+from tj_hybrid.config.schema import HybridConfig
+from tj_hybrid.phase1.data import ensure_dataset
+from tj_hybrid.phase1.loader import feature_statistics, plan_phase1_loader
+from tj_hybrid.phase1.report import ReportInputs, write_report
+from tj_hybrid.phase1.train import Phase1Job, train_rank
+from tj_hybrid.run_dir import RunDir
+from tj_models import TrafficAgentConfig
+from tj_monitor import MemoryMonitor
+
+__all__ = ["Phase1Result", "agent_config", "run_phase1"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Phase1Result:
+    """What phase 1 produced: held-out errors, throughput and where the report is."""
+
+    eval: dict[str, float]
+    data_wait_fraction: float
+    windows_per_s: float
+    peak_tree_pss: float | None
+    report: Path
+
+
+def agent_config(
+    cfg: HybridConfig, *, num_movements: int, max_actions: int, dt: float
+) -> TrafficAgentConfig:
+    """The model preset adapted to the data: movement/action counts, decision interval and the
+    recorder's graph conventions (the world model's rollout must rebuild edges the same way)."""
+    base = TrafficAgentConfig.preset(
+        cfg.model.preset, max_actions=max_actions, debug=cfg.model.debug
+    )
+    d = base.to_dict()
+    d["gnn"]["num_movements"] = max(d["gnn"]["num_movements"], num_movements)
+    wm = d["world_model"]
+    wm["decision_interval"] = dt
+    wm["activation_checkpointing"] = cfg.model.activation_checkpointing
+    g = cfg.record.env.graph
+    wm["rollout"].update(edge_radius=g.edge_radius, max_neighbors=g.k_nearest,
+                         conflict_distance=g.conflict_distance, heading="math")  # fmt: skip
+    return TrafficAgentConfig.from_dict(d)
+
+
+def _world_size(cfg: HybridConfig) -> tuple[int, str]:
+    backend = cfg.dist.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    n = cfg.dist.nprocs
+    if backend == "nccl":
+        gpus = torch.cuda.device_count()
+        if gpus < n:
+            log.warning("dist.nprocs=%d but %d GPU(s): using %d NCCL rank(s)", n, gpus, gpus)
+            n = max(1, gpus)
+    return n, backend
+
+
+def run_phase1(
+    cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, profile: str = "custom"
+) -> Phase1Result:
+    """Run phase 1 into ``run_dir/phase1``; ``resume`` continues from its newest checkpoint."""
+    wall: dict[str, float] = {}
+    t0 = time.perf_counter()
+    env = tj_dist.detect_environment()
+    tj_dist.apply_env_defaults(env)
+    pdir = run_dir.phase(1)
+    if not resume and pdir.checkpoints.exists() and any(pdir.checkpoints.iterdir()):
+        raise ConfigError(
+            f"{pdir.root} already has checkpoints: pass --resume, or use another run.name"
+        )
+    pdir.create()
+    for path in (cfg.data.path, pdir.root):
+        tj_dist.check_data_path(path, env)
+
+    monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
+    with monitor:
+        ds = ensure_dataset(cfg)
+        wall["data"] = time.perf_counter() - t0
+        stats = feature_statistics(cfg, ds)
+        nprocs, backend = _world_size(cfg)
+        spec, plan_info = plan_phase1_loader(cfg, ds, nprocs=nprocs, backend=backend)
+        agent_cfg = agent_config(cfg, num_movements=ds.num_movements, max_actions=ds.max_actions,
+                                 dt=ds.decision_interval)  # fmt: skip
+        threads = cfg.dist.threads_per_rank or max(1, (os.cpu_count() or 1) // nprocs)
+        job = Phase1Job(cfg=cfg, phase_dir=pdir, loader=spec, agent_config=agent_cfg.to_dict(),
+                        feature_stats=stats, decision_interval=ds.decision_interval,
+                        resume=resume, threads=threads,
+                        log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
+        t1 = time.perf_counter()
+        if nprocs == 1:
+            summary = train_rank(job)
+        else:
+            summary = tj_dist.launch_local(train_rank, nprocs, job, backend=backend)[0]
+        wall["train"] = time.perf_counter() - t1
+    monitor.save(pdir.memory)
+    monitor.plot(pdir.root / "memory.png")
+    assert summary is not None
+    peak = monitor.peaks
+    device = "cuda" if backend == "nccl" else "cpu"
+    precision = tj_dist.choose_precision(cfg.amp.precision, device).precision
+    wall["total"] = time.perf_counter() - t0
+    report = write_report(
+        pdir,
+        ReportInputs(
+            profile=profile,
+            nprocs=nprocs,
+            backend=backend,
+            precision=precision,
+            accumulation_steps=cfg.accumulation_steps,
+            dataset={k: str(v) if isinstance(v, Path) else v for k, v in asdict(ds).items()},
+            loader_plan=plan_info,
+            budget_bytes=plan_info["budget_bytes_per_rank"] * nprocs,
+            peak_tree_pss=peak.get("tree_pss"),
+            peak_pressure=peak.get("container_used"),
+            wall_s=wall,
+        ),
+    )
+    (pdir.root / "summary.json").write_text(json.dumps({**summary, "wall_s": wall,
+        "peak_tree_pss": peak.get("tree_pss")}, indent=2))  # fmt: skip
+    return Phase1Result(
+        eval=summary["eval"],
+        data_wait_fraction=summary["data_wait_fraction"],
+        windows_per_s=summary["windows_per_s"],
+        peak_tree_pss=peak.get("tree_pss"),
+        report=report,
+    )

@@ -1,0 +1,80 @@
+"""Shared fixtures: one small recorded dataset for every end-to-end test of this module."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[1]
+
+# A small but real phase-1 run: the embedded SUMO scenario, 5 minutes per episode, tiny model,
+# 2 gloo ranks. Shared by the end-to-end tests through `small_args`.
+SMALL = [
+    "--profile",
+    "smoke",
+    "--set",
+    "record.train_episodes=3",
+    "--set",
+    "record.holdout_episodes=1",
+    "--set",
+    "record.episode_seconds=300",
+    "--set",
+    "phase1.steps=40",
+    "--set",
+    "phase1.checkpoint_every=10",
+    "--set",
+    "phase1.log_every=5",
+    "--set",
+    "phase1.eval_batches=5",
+]
+
+
+def run_app(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python apps/hybrid ARGS` (what `uv run apps/hybrid ARGS` runs) in a subprocess."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, str(APP), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Record the small dataset once (by running phase 1 for one step)."""
+    root = tmp_path_factory.mktemp("hybrid")
+    data = root / "data"
+    out = run_app(
+        *SMALL,
+        "--set",
+        f"data.path={data}",
+        "--set",
+        f"run.root={root / 'warmup'}",
+        "--set",
+        "phase1.steps=1",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return data
+
+
+@pytest.fixture
+def app() -> Path:
+    return APP
+
+
+@pytest.fixture
+def run() -> object:
+    """The `run_app` helper, as a fixture (test modules cannot import conftest)."""
+    return run_app
+
+
+@pytest.fixture
+def small_args(small_data: Path, tmp_path: Path) -> list[str]:
+    return [*SMALL, "--set", f"data.path={small_data}", "--set", f"run.root={tmp_path / 'runs'}"]

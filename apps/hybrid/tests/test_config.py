@@ -1,0 +1,118 @@
+"""Configuration: layering, validation into the packages' typed configs, dotted-path errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tj_hybrid.cli import main
+from tj_hybrid.config import (
+    PROFILES,
+    ConfigError,
+    HybridConfig,
+    deep_merge,
+    load_config,
+    parse_bytes,
+    parse_override,
+    validate_dataclass,
+)
+from tj_hybrid.config.loading import find_project_root
+from tj_rl import EnvConfig
+
+ROOT = find_project_root(Path(__file__).parent)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_profile_loads_and_validates(profile: str) -> None:
+    loaded = load_config(profile=profile)
+    cfg = loaded.config
+    assert loaded.profile == profile and cfg.profile == profile
+    assert isinstance(cfg.record.env, EnvConfig)  # a package's own typed config
+    assert cfg.record.scenario.is_absolute() and cfg.record.scenario.is_file()
+    assert cfg.phase1.effective_batch % (cfg.loader.batch_size * cfg.dist.nprocs) == 0
+
+
+def test_auto_profile_on_this_machine_is_smoke_without_gpu() -> None:
+    import torch
+
+    loaded = load_config()
+    assert loaded.profile == ("normal" if torch.cuda.is_available() else "smoke")
+    assert "CUDA" in loaded.profile_reason
+
+
+def test_set_overrides_are_typed_and_win() -> None:
+    cfg = load_config(
+        profile="smoke",
+        overrides=[
+            "phase1.steps=7",
+            "record.env.delta_time=2",
+            "data.quantize={x: int8}",
+            "loader.ram_budget=3G",
+        ],
+    ).config
+    assert cfg.phase1.steps == 7 and cfg.record.env.delta_time == 2.0
+    assert cfg.data.quantize == {"x": "int8"} and cfg.loader.budget == 3 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("phase1.stepz=3", "unknown config key phase1.stepz; allowed at phase1: steps"),
+        ("record.env.backend=sumo", "record.env.backend: Input should be 'libsumo' or 'traci'"),
+        ("record.env.graph.k_nearest=0", "record.env.graph: GraphConfig.k_nearest"),
+        ("model.preset=huge", "model.preset: Input should be 'tiny', 'normal' or 'large'"),
+        ("amp.backoff_factor=2", "amp:"),
+        ("phase1.effective_batch=50", "must be a multiple of loader.batch_size x dist.nprocs"),
+        ("loader.ram_budget=lots", "'lots' is not a size"),
+        ("data.quantize={x: int4}", "data.quantize.x"),
+        ("dist.nprocs=0", "dist: nprocs must be > 0"),
+        ("monitor.warn=0.9", "monitor:"),
+    ],
+)
+def test_bad_values_name_their_dotted_path(override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(profile="smoke", overrides=[override])
+    assert message in str(err.value)
+
+
+def test_layering_and_override_parsing() -> None:
+    assert parse_override("a.b.c=1e-3") == {"a": {"b": {"c": 1e-3}}}
+    assert parse_override("a=[1, 2]") == {"a": [1, 2]}
+    assert deep_merge({"a": {"b": 1, "c": 2}}, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
+    for bad in ("novalue", "=3", "a..b=1"):
+        with pytest.raises(ConfigError, match=r"expected KEY\.PATH=VALUE"):
+            parse_override(bad)
+    assert parse_bytes("512M") == 512 * 2**20 and parse_bytes(0.5) == 0.5
+    with pytest.raises(ValueError):
+        parse_bytes(-1)
+
+
+def test_a_section_that_is_not_a_mapping_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="phase1: expected a mapping, got int"):
+        validate_dataclass(HybridConfig, {"phase1": 3})
+
+
+def test_bad_yaml_and_missing_files_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "configs" / "hybrid.yaml"
+    bad.parent.mkdir()
+    bad.write_text("run: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"hybrid\.yaml: invalid YAML"):
+        load_config(bad, profile="smoke")
+    bad.write_text("run: {seed: 1}\n")  # valid, but the profile overlay is missing next to it
+    with pytest.raises(ConfigError, match=r"profiles/smoke\.yaml does not exist"):
+        load_config(bad, profile="smoke")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml", profile="smoke")
+
+
+def test_cli_print_config_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--profile", "smoke", "--set", "phase1.steps=11", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["phase1"]["steps"] == 11 and printed["profile"] == "smoke"
+    assert printed["record"]["env"]["delta_time"] == 5.0
+    assert main(["--profile", "smoke", "--set", "phase1.oops=1", "--print-config"]) == 2
+    assert "unknown config key phase1.oops" in capsys.readouterr().err
+    assert main(["--phase", "2", "--print-config"]) == 2
+    assert "available phases are 1 or all" in capsys.readouterr().err
