@@ -49,6 +49,7 @@ def one_run(extra: list[str]) -> dict[str, float]:
         "cv_mae_m": summary["eval"]["cv_mae"],
         "data_wait_fraction": summary["data_wait_fraction"],
         "peak_tree_pss_gib": summary["peak_tree_pss"] / 2**30,
+        "budget_gib": summary["budget_bytes"] / 2**30,
     }
 
 

@@ -52,6 +52,7 @@ def test_phase1_runs_end_to_end(
     assert ev["vehicles"] > 100 and 0 < ev["cv_mae"] < 50 and 0 < ev["model_mae"] < 50
     assert 0.0 <= summary["data_wait_fraction"] < 1.0 and summary["windows_per_s"] > 0
     assert summary["peak_tree_pss"] > 200 * 2**20  # ranks + torch: a real process tree
+    assert summary["peak_tree_pss"] < summary["budget_bytes"]
     # metrics: JSONL (rank 0 only) and TensorBoard
     rows = [json.loads(line) for line in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30, 35, 40]

@@ -136,7 +136,8 @@ def run_phase1(
         ),
     )
     (pdir.root / "summary.json").write_text(json.dumps({**summary, "wall_s": wall,
-        "peak_tree_pss": peak.get("tree_pss")}, indent=2))  # fmt: skip
+        "peak_tree_pss": peak.get("tree_pss"),
+        "budget_bytes": plan_info["budget_bytes_per_rank"] * nprocs}, indent=2))  # fmt: skip
     return Phase1Result(
         eval=summary["eval"],
         data_wait_fraction=summary["data_wait_fraction"],
