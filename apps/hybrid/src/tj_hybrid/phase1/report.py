@@ -43,6 +43,28 @@ def _fmt_bytes(n: float | None) -> str:
     return "n/a" if n is None else f"{n / GiB:.2f} GiB"
 
 
+def _table(header: tuple[str, str], rows: Any) -> list[str]:
+    out = [f"| {header[0]} | {header[1]} |", "|---|---|"]
+    return out + [f"| {k} | {v} |" for k, v in rows]
+
+
+def _loader_lines(plan: dict[str, Any]) -> list[str]:
+    """The loader plan per rank and its memory estimate, term by term (tj-data `plan_loader`)."""
+    terms = plan.get("terms_bytes", {})
+    total = sum(terms.values())
+    rows = [(k, f"{v / 2**20:,.1f} MiB") for k, v in terms.items()]
+    rows.append(("**total**", f"**{total / 2**20:,.1f} MiB**"))
+    facts = {k: v for k, v in plan.items() if k != "terms_bytes"}
+    return [
+        "Loader plan per rank (tj-data `plan_loader`; estimate by term):",
+        "",
+        *_table(("term", "estimate"), rows),
+        "",
+        *_table(("setting", "value"), facts.items()),
+        "",
+    ]
+
+
 def write_report(pdir: PhaseDir, inputs: ReportInputs) -> Path:
     """Write report.md (and the PNGs it links) into ``pdir``; returns the report's path."""
     summary = json.loads(pdir.eval.read_text())
@@ -85,11 +107,10 @@ def write_report(pdir: PhaseDir, inputs: ReportInputs) -> Path:
         f"- peak memory in use on the machine / container (all processes): "
         f"{_fmt_bytes(inputs.peak_pressure)}",
         "",
-        "Loader plan: `" + json.dumps(inputs.loader_plan, default=str) + "`",
-        "",
+        *_loader_lines(inputs.loader_plan),
         "## Data",
         "",
-        "`" + json.dumps(inputs.dataset, default=str) + "`",
+        *_table(("item", "value"), inputs.dataset.items()),
         "",
         "## Plots",
         "",
