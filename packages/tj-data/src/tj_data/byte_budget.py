@@ -123,11 +123,9 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Batches yielded so far in the epoch (or `consumed` batches, when given)."""
+    def _identity(self) -> dict[str, Any]:
+        """What a saved position is only valid for: a state from another setup is refused."""
         return {
-            "epoch": self.epoch,
-            "offset": self._yielded if consumed is None else int(consumed),
             "seed": self.seed,
             "num_replicas": self.num_replicas,
             "rank": self.rank,
@@ -135,17 +133,15 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
             "num_samples": int(self.shard_offsets[-1]),
         }
 
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Batches yielded so far in the epoch (or `consumed` batches, when given)."""
+        return {
+            "epoch": self.epoch,
+            "offset": self._yielded if consumed is None else int(consumed),
+            **self._identity(),
+        }
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state(
-            state,
-            {
-                "seed": self.seed,
-                "num_replicas": self.num_replicas,
-                "rank": self.rank,
-                "caps": self.caps,
-                "num_samples": int(self.shard_offsets[-1]),
-            },
-            type(self).__name__,
-        )
+        check_state(state, self._identity(), type(self).__name__)
         self.epoch = int(state["epoch"])
         self._start = self._yielded = int(state["offset"])

@@ -124,12 +124,9 @@ class DistributedChunkSampler(Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Position in the epoch: indices yielded so far, or `consumed` when given (a DataLoader
-        prefetches ahead of the training step: pass the number of samples actually used)."""
+    def _identity(self) -> dict[str, Any]:
+        """What a saved position is only valid for: a state from another setup is refused."""
         return {
-            "epoch": self.epoch,
-            "offset": self._yielded if consumed is None else int(consumed),
             "seed": self.seed,
             "num_replicas": self.num_replicas,
             "rank": self.rank,
@@ -138,19 +135,17 @@ class DistributedChunkSampler(Sampler[int]):
             "num_samples": int(self.shard_offsets[-1]),
         }
 
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Position in the epoch: indices yielded so far, or `consumed` when given (a DataLoader
+        prefetches ahead of the training step: pass the number of samples actually used)."""
+        return {
+            "epoch": self.epoch,
+            "offset": self._yielded if consumed is None else int(consumed),
+            **self._identity(),
+        }
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state(
-            state,
-            {
-                "seed": self.seed,
-                "num_replicas": self.num_replicas,
-                "rank": self.rank,
-                "shuffle": self.shuffle,
-                "window_shards": self.window_shards,
-                "num_samples": int(self.shard_offsets[-1]),
-            },
-            type(self).__name__,
-        )
+        check_state(state, self._identity(), type(self).__name__)
         if not 0 <= int(state["offset"]) <= len(self):
             raise ValueError(
                 f"{type(self).__name__}: offset {state['offset']} outside [0, {len(self)}]"
