@@ -147,6 +147,7 @@ def seed_table(args: argparse.Namespace, store: Path, budget: int) -> dict[str, 
     step = busy(args.step_ms)
     tuned = autotune_loader(
         MmapGraphDataset(store), budget, batch_size=bs, seconds_per_candidate=args.tune_seconds,
+        rounds=args.tune_rounds,
         step_fn=step,
     )  # fmt: skip
     tune_s = time.perf_counter() - t0
@@ -222,6 +223,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run")
     ap.add_argument("--tune-seconds", type=float, default=3.0)
+    ap.add_argument("--tune-rounds", type=int, default=3, help="autotune's interleaved rounds")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--epoch-batches", type=int, default=0, help="cap per epoch (0: full)")
     ap.add_argument("--pss-interval", type=float, default=0.25)

@@ -202,8 +202,13 @@ def test_autotune_measures_and_picks(tmp_path: Path) -> None:
         seconds_per_candidate=0.3,
         warmup_batches=1,
         step_fn=lambda batch: seen.append(batch.num_graphs),
+        rounds=2,
     )
     assert seen and all(n == 16 for n in seen[:-1])  # the step ran on every measured batch
-    assert stepped.table[0].samples_per_s > 0
+    row = stepped.table[0]
+    assert len(stepped.table) == 1 and row.samples_per_s > 0
+    assert row.batches == len(seen)  # both rounds counted; warm-up batches are not steps
+    with pytest.raises(ValueError, match="rounds=0"):
+        autotune_loader(ds, budget, {"none": base}, rounds=0)
     names = list(hand_plans(one, cores=2))
     assert names[0] == "safe 4x2 (capped: 2x2)" and names[-1] == "no workers" and len(names) == 4

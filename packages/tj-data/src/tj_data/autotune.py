@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -152,6 +153,47 @@ def _measure(
     return (n / elapsed if elapsed > 0 else 0.0), batches, sampler.peak_pss, over
 
 
+def _measure_candidate(
+    dataset: Any,
+    name: str,
+    plan: LoaderPlan,
+    estimate: int,
+    budget: int,
+    seconds: float,
+    warmup: int,
+    seed: int,
+    interval: float,
+    step_fn: Callable[[Any], Any] | None,
+) -> CandidateResult:
+    try:
+        sps, nb, peak, over = _measure(
+            dataset, plan, budget, seconds, warmup, seed, interval, step_fn
+        )
+    except (RuntimeError, OSError) as exc:  # a worker killed, shm exhausted, ...
+        log.warning("autotune candidate %s failed: %s", name, exc)
+        return CandidateResult(
+            name=name, plan=plan, samples_per_s=0.0, batches=0, peak_pss=0, estimate=estimate,
+            over_budget=False, error=f"{type(exc).__name__}: {exc}",
+        )  # fmt: skip
+    return CandidateResult(
+        name=name, plan=plan, samples_per_s=sps, batches=nb, peak_pss=peak, estimate=estimate,
+        over_budget=over,
+    )  # fmt: skip
+
+
+def _combine(results: list[CandidateResult]) -> CandidateResult:
+    """One row per candidate: median samples/s over its rounds, the highest peak, any failure."""
+    failed = next((r for r in results if r.over_budget or r.error), None)
+    if failed is not None:
+        return failed
+    return replace(
+        results[0],
+        samples_per_s=statistics.median(r.samples_per_s for r in results),
+        batches=sum(r.batches for r in results),
+        peak_pss=max(r.peak_pss for r in results),
+    )
+
+
 def autotune_loader(
     dataset: Any,
     budget_bytes: int,
@@ -165,13 +207,15 @@ def autotune_loader(
     seed: int = 0,
     pss_interval: float = 0.25,
     step_fn: Callable[[Any], Any] | None = None,
+    rounds: int = 1,
 ) -> AutotuneResult:
     """Measure each candidate (default: `hand_plans` of `plan_loader`'s plan, plus that plan)
     on `dataset` and return the fastest that stayed within `budget_bytes`, with every row.
 
     `step_fn(batch)` runs after each batch (e.g. a training step, or its stand-in): workers
     pay off when the main process is busy, and a loader measured alone favours none. Without
-    it, the loader's own throughput is compared.
+    it, the loader's own throughput is compared. With `rounds` > 1 the candidates are measured
+    in interleaved rounds and ranked by their median samples/s (a shared machine's noise).
 
     Raises BudgetError when no candidate stays within the budget."""
     if candidates is None:
@@ -183,42 +227,27 @@ def autotune_loader(
             cpu_count=cpu_count,
         )
         candidates = {"plan_loader": planned, **hand_plans(planned, cpu_count)}
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds} must be >= 1")
     main = tree_memory().pss
-    rows: list[CandidateResult] = []
-    for name, plan in candidates.items():
-        plan = replace(plan, budget_bytes=budget_bytes)
-        est = estimate_plan(dataset, plan, main_bytes=main).total
-        try:
-            sps, nb, peak, over = _measure(
-                dataset,
-                plan,
-                budget_bytes,
-                seconds_per_candidate,
-                warmup_batches,
-                seed,
-                pss_interval,
-                step_fn,
-            )
-            rows.append(
-                CandidateResult(
-                    name=name, plan=plan, samples_per_s=sps, batches=nb, peak_pss=peak,
-                    estimate=est, over_budget=over,
+    plans = {name: replace(plan, budget_bytes=budget_bytes) for name, plan in candidates.items()}
+    estimates = {n: estimate_plan(dataset, p, main_bytes=main).total for n, p in plans.items()}
+    runs: dict[str, list[CandidateResult]] = {name: [] for name in plans}
+    for r in range(rounds):  # interleaved: a slow spell of a shared machine hits every candidate
+        for name, plan in plans.items():
+            if any(x.over_budget or x.error for x in runs[name]):
+                continue  # over budget or failed once: not measured again
+            runs[name].append(
+                _measure_candidate(
+                    dataset, name, plan, estimates[name], budget_bytes, seconds_per_candidate,
+                    warmup_batches, seed, pss_interval, step_fn,
                 )
             )  # fmt: skip
-        except (RuntimeError, OSError) as exc:  # a worker killed, shm exhausted, ...
-            log.warning("autotune candidate %s failed: %s", name, exc)
-            rows.append(
-                CandidateResult(
-                    name=name, plan=plan, samples_per_s=0.0, batches=0, peak_pss=0,
-                    estimate=est, over_budget=False, error=f"{type(exc).__name__}: {exc}",
-                )
+            log.info(
+                "autotune %s (round %d/%d): %.0f samples/s, peak PSS %.0f MiB",
+                name, r + 1, rounds, runs[name][-1].samples_per_s, runs[name][-1].peak_pss / 2**20,
             )  # fmt: skip
-        log.info(
-            "autotune %s: %.0f samples/s, peak PSS %.0f MiB",
-            name,
-            rows[-1].samples_per_s,
-            rows[-1].peak_pss / 2**20,
-        )
+    rows = [_combine(results) for results in runs.values()]
     ok = [r for r in rows if not r.over_budget and r.error is None and r.batches > 0]
     if not ok:
         table = AutotuneResult(
