@@ -130,6 +130,70 @@ def test_record_dataset_two_workers(grid_sc: Scenario, tmp_path: Path) -> None:
     assert episodes == {0, 1}
 
 
+def test_same_seeds_give_the_same_store_with_any_number_of_workers(
+    grid_sc: Scenario, tmp_path: Path
+) -> None:
+    """Streams are written in episode order, not in the order workers finish."""
+    sc = grid_sc.replace(end=40.0)
+    stores = {}
+    for workers in (1, 3):
+        path = record_dataset(
+            sc, "random", episodes=3, out_path=tmp_path / f"w{workers}", workers=workers,
+            seeds=[5, 6, 7], progress=False,
+        )  # fmt: skip
+        stores[workers] = GraphStore.open(path)
+    one, three = stores[1], stores[3]
+    assert one.manifest.episode_ends == three.manifest.episode_ends
+    assert [int(one[i]["episode"]) for i in range(len(one))] == sorted(
+        int(one[i]["episode"]) for i in range(len(one))
+    )
+    for i in range(len(one)):
+        a, b = one[i], three[i]
+        for name in ("x", "edge_index", "vehicle_id", "episode", "intersection"):
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"sample {i} {name}")
+
+
+def test_streams_arriving_out_of_order_are_written_in_episode_order(tmp_path: Path) -> None:
+    from tj_data import GraphStoreWriter
+    from tj_rl.recording import _InOrder
+    from tj_rl.snapshot import snapshot_schema
+
+    schema = snapshot_schema()
+
+    def sample(episode: int) -> dict[str, np.ndarray]:
+        rows = {"node": 2, "edge": 0}  # two vehicles, no edges
+        out = {
+            f.name: np.zeros(
+                ((rows[f.level],) if f.level in rows else ()) + tuple(f.shape), dtype=f.dtype
+            )
+            for f in schema.fields
+        }
+        out["edge_index"] = np.zeros((2, 0), dtype=np.int64)
+        out["episode"] = np.asarray(episode, dtype=np.int64)
+        return out
+
+    def stream(episode: int, n: int) -> list[dict[str, np.ndarray]]:
+        return [sample(episode) for _ in range(n)]
+
+    with GraphStoreWriter(tmp_path / "s", schema) as writer:
+        order = _InOrder(writer)
+        order.add(2, stream(2, 1))  # episode 2 finishes first
+        order.finish(2)
+        order.add(1, stream(1, 2))
+        order.add(0, stream(0, 3))  # written at once: it is next
+        order.finish(0)  # -> 1's waiting stream is written; 1 is not finished yet
+        order.add(1, stream(1, 1))
+        order.finish(1)  # -> 2 (finished earlier) follows
+        order.check_drained()
+    store = GraphStore.open(tmp_path / "s")
+    assert [int(store[i]["episode"]) for i in range(len(store))] == [0, 0, 0, 1, 1, 1, 2]
+    assert store.manifest.episode_ends == [3, 5, 6, 7]
+    unfinished = _InOrder(writer)
+    unfinished.add(1, stream(1, 1))
+    with pytest.raises(RuntimeError, match=r"episodes \[1\] never completed"):
+        unfinished.check_drained()
+
+
 def test_unknown_policy_fails_before_spawning(grid_sc: Scenario, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="policy 'smart' unknown"):
         record_dataset(grid_sc, "smart", out_path=tmp_path / "x")

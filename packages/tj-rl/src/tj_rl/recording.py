@@ -112,6 +112,42 @@ def _worker(
             env.close()
 
 
+class _InOrder:
+    """Writes streams in episode order whatever order the workers finish in, so the same seeds
+    give the same store, byte for byte, with any number of workers. Streams of an episode that
+    finishes ahead of an earlier one wait in memory (at most the episodes finished ahead of the
+    slowest worker's current one)."""
+
+    def __init__(self, writer: GraphStoreWriter) -> None:
+        self.writer = writer
+        self.next = 0
+        self.waiting: dict[int, list[Any]] = {}
+        self.finished: set[int] = set()
+
+    def _write(self, samples: Any) -> None:
+        if samples:
+            self.writer.append_many(samples)
+            self.writer.end_episode()
+
+    def add(self, episode: int, samples: Any) -> None:
+        if episode == self.next:
+            self._write(samples)
+        else:
+            self.waiting.setdefault(episode, []).append(samples)
+
+    def finish(self, episode: int) -> None:
+        self.finished.add(episode)
+        while self.next in self.finished:
+            self.finished.discard(self.next)
+            self.next += 1
+            for samples in self.waiting.pop(self.next, []):
+                self._write(samples)
+
+    def check_drained(self) -> None:
+        if self.waiting or self.finished:
+            raise RuntimeError(f"recording: episodes {sorted(self.waiting)} never completed")
+
+
 def record_dataset(
     scenario: Scenario,
     policy: str = "random",
@@ -184,6 +220,7 @@ def record_dataset(
                      TimeElapsedColumn(), disable=not progress) as bar,
         ):  # fmt: skip
             task = bar.add_task("episodes", total=episodes)
+            order = _InOrder(writer)
             done = set()
             while len(done) < workers:
                 try:
@@ -196,16 +233,16 @@ def record_dataset(
                         ) from None
                     continue
                 if kind == "stream":
-                    if payload:
-                        writer.append_many(payload)
-                        writer.end_episode()
+                    order.add(episode, payload)
                 elif kind == "episode":
                     statuses[episode] = payload
+                    order.finish(episode)
                     bar.advance(task)
                 elif kind == "done":
                     done.add(wid)
                 else:
                     raise RuntimeError(f"recording worker {wid} failed:\n{payload}")
+            order.check_drained()
             writer.metadata["episode_status"] = {str(k): v for k, v in sorted(statuses.items())}
             writer.metadata["truncated_episodes"] = sorted(
                 k for k, v in statuses.items() if v != "time_limit"
