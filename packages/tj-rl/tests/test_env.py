@@ -152,7 +152,8 @@ def test_unknown_reward(default_sc: Scenario) -> None:
 
 
 def test_vetoes_counted_in_info_costs_and_metrics(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(cost_weights={"veto": 2.0}), scenario=default_sc)
+    cfg = EnvConfig(cost_weights={"veto": 2.0}, metrics=True)
+    env = TrafficSignalEnv(cfg, scenario=default_sc)
     try:
         obs, _ = env.reset(seed=5)
         assert obs["A0"]["action_mask"].tolist() == [1, 0, 0, 0]  # min green at the start

@@ -31,7 +31,7 @@ def _run_to_end(env: TrafficSignalEnv, obs: dict) -> dict:
 
 
 def test_traci_sigkill_truncates_then_reset_restarts(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(backend="traci"), scenario=default_sc)
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
     try:
         obs, _ = env.reset(seed=2)
         obs, *_ = env.step({"A0": 0})
@@ -132,7 +132,7 @@ def test_libsumo_one_simulation_per_process(default_sc: Scenario) -> None:
 
 
 def test_close_is_idempotent(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(backend="traci"), scenario=default_sc)
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
     env.close()  # before any reset
     env.reset(seed=0)
     workdir = env._session.workdir

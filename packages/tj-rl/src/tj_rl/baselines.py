@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -175,8 +175,11 @@ def evaluate(
     name = policy if isinstance(policy, str) else type(policy).__name__
     pol = make_policy(policy) if isinstance(policy, str) else policy
     cfg = config if config is not None else EnvConfig()
-    if not cfg.metrics:
-        raise ValueError("evaluate needs EnvConfig(metrics=True): metrics come from SUMO's outputs")
+    if cfg.metrics is False:
+        raise ValueError(
+            "evaluate needs EnvConfig(metrics=True or None): metrics come from SUMO's outputs"
+        )
+    cfg = replace(cfg, metrics=True)
     env = TrafficSignalCore(cfg, scenario=scenario)
     table = MetricsTable(policy=name)
     try:

@@ -30,12 +30,19 @@ from gymnasium import spaces
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import VehicleFrame, VehicleGraph, build_graphs
+from tj_rl.features import FRAME_COLUMNS, VehicleFrame, VehicleGraph
+from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
-from tj_rl.observation import lane_capacity, observation_space, pad_observation, phase_features
-from tj_rl.rewards import LaneStats, RewardInput, make_reward
+from tj_rl.observation import (
+    LaneLayout,
+    lane_batch,
+    lane_capacity,
+    observation_space,
+    phase_features,
+)
+from tj_rl.rewards import RewardInput, make_reward
 from tj_rl.scenario import Scenario
-from tj_rl.session import SumoSession
+from tj_rl.session import LightReads, SumoSession
 from tj_rl.shield import Decision, SafetyShield
 from tj_rl.topology import read_topology
 
@@ -43,6 +50,7 @@ __all__ = ["TrafficSignalCore"]
 
 log = logging.getLogger(__name__)
 _EPS = 1e-6
+_RAW = len(FRAME_COLUMNS)
 
 
 def _split_env_config(config: Mapping[str, Any]) -> tuple[Scenario | str | Path | None, EnvConfig]:
@@ -106,6 +114,7 @@ class TrafficSignalCore:
             for a, lt in self.lights.items()
         }
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
+        self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -117,8 +126,7 @@ class TrafficSignalCore:
         self._queue_sum, self._queue_n = 0.0, 0
         self._rng = np.random.default_rng(scenario.seed)
         self.last_episode_metrics: EpisodeMetrics | None = None
-        # raw vehicle states of the last decision step per light (recording builds uncapped graphs)
-        self.last_frames: dict[str, VehicleFrame] = {}
+        self._reads: LightReads | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def get_observation_space(self, agent_id: str) -> spaces.Space:
@@ -138,6 +146,18 @@ class TrafficSignalCore:
     def backend(self):
         return self._backend
 
+    @property
+    def last_frames(self) -> dict[str, VehicleFrame]:
+        """Raw vehicle states of the last decision step per light (all observed vehicles, before
+        the node cap; recording builds uncapped graphs from them). Built on demand."""
+        reads = self._reads
+        if reads is None:
+            return {}
+        return {
+            agent: VehicleFrame(tuple(reads.ids[i]), reads.data[i, : reads.counts[i], :_RAW])
+            for i, agent in enumerate(self.possible_agents)
+        }
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         del options
         self._close_session()
@@ -155,7 +175,7 @@ class TrafficSignalCore:
             self.scenario,
             self.topology,
             obs_radius=self.config.obs_radius,
-            metrics=self.config.metrics,
+            metrics=bool(self.config.metrics),
             extra_args=self.config.sumo_args,
             temp_dir=self.config.temp_dir,
         )
@@ -207,19 +227,25 @@ class TrafficSignalCore:
 
     def _check_actions(self, action_dict: Mapping[str, Any]) -> dict[str, int]:
         out = {}
+        spaces_ = self.action_spaces
         for agent, action in action_dict.items():
-            if agent not in self.action_spaces:
+            space = spaces_.get(agent)
+            if space is None:
                 raise ValueError(
                     f"action for unknown agent {agent!r}; agents are {self.possible_agents}"
                 )
-            space = self.action_spaces[agent]
-            try:
-                value = int(np.asarray(action).item())
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"agent {agent!r}: action {action!r} is not an integer of {space}"
-                ) from exc
-            if value != np.asarray(action).item() or not space.contains(value):
+            if isinstance(action, (int, np.integer)):  # the usual case: no array round trip
+                value = int(action)
+            else:
+                try:
+                    value = int(np.asarray(action).item())
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(
+                        f"agent {agent!r}: action {action!r} is not an integer of {space}"
+                    ) from exc
+                if value != np.asarray(action).item():
+                    value = -1  # a fraction: outside the space
+            if not 0 <= value < space.n:
                 raise ValueError(
                     f"agent {agent!r}: action {action!r} outside its action space {space}"
                 )
@@ -232,21 +258,24 @@ class TrafficSignalCore:
                 f"{type(self).__name__}.step() before reset() or after the episode ended"
             )
         actions = self._check_actions(action_dict)
-        decisions: dict[str, Decision] = {}
-        for agent, shield in self.shields.items():
-            decisions[agent] = shield.decide(self._t, actions.get(agent, shield.current))
+        t = self._t
+        decisions = [
+            shield.decide(t, actions.get(agent, shield.current))
+            for agent, shield in self.shields.items()
+        ]
         try:
-            self._advance(self._t + self.config.delta_time)
+            self._advance(t + self.config.delta_time)
             counters = self._session.counters()
             obs, rewards, infos = {}, {}, {}
+            observed = self._observe_all()
+            costs = self._costs(decisions, observed, counters)
             queue = 0.0
-            for agent, (graph, inp, obs[agent]) in self._observe_all().items():
-                light = self.lights[agent]
+            for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
                 rewards[agent] = float(self._rewards[agent](inp))
-                queue += float(inp.lanes.halting[: light.n_in].sum())
-                infos[agent] = self._info(agent, decisions[agent], graph, inp, counters)
+                queue += float(inp.lanes.halting[: inp.light.n_in].sum())
+                infos[agent] = self._info(agent, decisions[i], graph, costs[i])
         except SumoDiedError as exc:
-            return self._died(exc, decisions)
+            return self._died(exc, dict(zip(self.shields, decisions, strict=True)))
         self._queue_sum += queue
         self._queue_n += 1
         system = self._system(counters, queue)
@@ -263,60 +292,68 @@ class TrafficSignalCore:
 
     # ------------------------------------------------------------------ pieces
     def _observe_all(self) -> dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]]:
-        """Graph, reward input and padded observation of every light at the current step."""
+        """Graph, reward input and padded observation of every light at the current step, from
+        one batched feature computation for all lights (``graphs.graph_batch``)."""
         assert self._session is not None
-        cfg = self.config
-        reads = self._session.read_lights()
-        agents = list(self.lights)
-        for agent in agents:
-            self.last_frames[agent] = reads[agent][0]
-        graphs = build_graphs(
-            [reads[a][0] for a in agents],
-            [self.lights[a].centre for a in agents],
+        cfg, t = self.config, self._t
+        reads = self._reads = self._session.read_lights()
+        batch = graph_batch(
+            reads.data,
+            reads.counts,
             cfg.graph,
             max_nodes=cfg.max_nodes,
             max_edges=cfg.max_edges,
         )
-        return {a: self._observe(a, g, reads[a][1]) for a, g in zip(agents, graphs, strict=True)}
+        self._batch = batch
+        lane_stats, lane_feats = lane_batch(reads.data, reads.counts, self._lanes)
+        graphs = split_graphs(batch, reads.ids)
+        out = {}
+        offsets, sizes = self._lanes.offsets, self._lanes.sizes
+        for i, (agent, light) in enumerate(self.lights.items()):
+            shield = self.shields[agent]
+            in_clearance = shield.in_clearance(t)
+            phase = phase_features(
+                light,
+                shield.current,
+                in_clearance,
+                shield.time_in_green(t),
+                cfg.min_green,
+                cfg.max_green,
+            )
+            obs = {
+                "nodes": batch.nodes[i],
+                "node_mask": batch.node_mask[i],
+                "edge_index": batch.edge_index[i],
+                "edge_attr": batch.edge_attr[i],
+                "edge_mask": batch.edge_mask[i],
+                "phase": phase,
+                "lanes": lane_feats[offsets[i] : offsets[i] + sizes[i]],
+                "action_mask": shield.mask(t),
+            }
+            graph = graphs[i]
+            out[agent] = (graph, RewardInput(light=light, lanes=lane_stats[i], graph=graph), obs)
+        return out
 
-    def _observe(self, agent: str, graph: VehicleGraph, lanes: LaneStats):
-        light, shield, cfg = self.lights[agent], self.shields[agent], self.config
-        t = self._t
-        phase = phase_features(
-            light,
-            shield.current,
-            shield.in_clearance(t),
-            shield.time_in_green(t),
-            cfg.min_green,
-            cfg.max_green,
-        )
-        obs = pad_observation(
-            graph,
-            light,
-            lanes,
-            phase,
-            shield.mask(t),
-            cfg.max_nodes,
-            cfg.max_edges,
-            self.lane_capacity[agent],
-        )
-        return graph, RewardInput(light=light, lanes=lanes, graph=graph), obs
+    def _costs(self, decisions, observed, counters) -> np.ndarray:
+        """float32 [L, len(COST_NAMES)]: the named costs of every light (see README, "Costs")."""
+        cfg, batch, prev = self.config, self._batch, self._counters
+        costs = np.empty((len(decisions), len(COST_NAMES)), np.float32)
+        costs[:, 0] = [d.vetoed for d in decisions]
+        low = batch.edge_attr[..., 3] > 1.0 / cfg.ttc_threshold  # [L, E]; pads are 0
+        if low.any():  # vehicles (edge targets) in a pair below the TTC threshold
+            li, ei = np.nonzero(low)
+            flagged = np.zeros(batch.nodes.shape[:2], bool)
+            flagged[li, batch.edge_index[li, 1, ei]] = True
+            costs[:, 1] = flagged.sum(axis=1)
+        else:
+            costs[:, 1] = 0.0
+        costs[:, 2] = (batch.nodes[..., 3] < -cfg.hard_brake_decel).sum(axis=1)
+        costs[:, 3:] = [
+            counters[k] - prev[k] for k in ("emergency_braking", "teleports", "collisions")
+        ]
+        return costs
 
-    def _info(self, agent, decision, graph, inp, counters) -> dict[str, Any]:
-        cfg = self.config
-        low_ttc = np.zeros(graph.num_nodes, dtype=bool)
-        low_ttc[graph.edge_index[1, graph.edge_attr[:, 3] > 1.0 / cfg.ttc_threshold]] = True
-        costs = np.array(
-            [
-                float(decision.vetoed),
-                float(low_ttc.sum()),
-                float((graph.x[:, 3] < -cfg.hard_brake_decel).sum()),
-                counters["emergency_braking"] - self._counters["emergency_braking"],
-                counters["teleports"] - self._counters["teleports"],
-                counters["collisions"] - self._counters["collisions"],
-            ],
-            dtype=np.float32,
-        )
+    def _info(self, agent, decision, graph, costs) -> dict[str, Any]:
         return {
             "sim_time": self._t,
             "requested_action": decision.requested,

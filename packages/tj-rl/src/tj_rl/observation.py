@@ -17,18 +17,22 @@ outgoing lanes):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 from gymnasium import spaces
 
-from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, VehicleGraph
+from tj_rl.features import EDGE_FEATURES, NODE_FEATURES
 from tj_rl.rewards import LaneStats
 from tj_rl.topology import LightTopology
 
 __all__ = [
     "LANE_FEATURES",
+    "LaneLayout",
+    "lane_batch",
     "lane_capacity",
     "observation_space",
-    "pad_observation",
     "phase_features",
 ]
 
@@ -78,36 +82,56 @@ def phase_features(
     return f
 
 
-def pad_observation(
-    graph: VehicleGraph,
-    light: LightTopology,
-    lanes: LaneStats,
-    phase: np.ndarray,
-    action_mask: np.ndarray,
-    max_nodes: int,
-    max_edges: int,
-    capacity: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """Pad ``graph`` (already capped at max_nodes / max_edges) into the fixed-shape dict."""
-    n, e = graph.num_nodes, graph.edge_index.shape[1]
-    nodes = np.zeros((max_nodes, len(NODE_FEATURES)), np.float32)
-    nodes[:n] = graph.x
-    node_mask = np.zeros(max_nodes, np.int8)
-    node_mask[:n] = 1
-    edge_index = np.zeros((2, max_edges), np.int64)
-    edge_index[:, :e] = graph.edge_index
-    edge_attr = np.zeros((max_edges, len(EDGE_FEATURES)), np.float32)
-    edge_attr[:e] = graph.edge_attr
-    edge_mask = np.zeros(max_edges, np.int8)
-    edge_mask[:e] = 1
-    lane_feats = np.stack([lanes.halting, lanes.count / capacity, lanes.waiting], axis=1)
-    return {
-        "nodes": nodes,
-        "node_mask": node_mask,
-        "edge_index": edge_index,
-        "edge_attr": edge_attr,
-        "edge_mask": edge_mask,
-        "phase": phase,
-        "lanes": lane_feats.astype(np.float32),
-        "action_mask": action_mask.astype(np.int8),
-    }
+@dataclass(frozen=True, kw_only=True)
+class LaneLayout:
+    """Where each light's movements sit in the concatenated per-step lane arrays (static)."""
+
+    offsets: tuple[int, ...]  # first movement of each light
+    sizes: tuple[int, ...]  # n_in + n_out of each light
+    capacity: np.ndarray  # float32 [total]: lane_capacity of every light, concatenated
+
+    @classmethod
+    def of(cls, lights: Sequence[LightTopology], obs_radius: float) -> LaneLayout:
+        sizes = tuple(lt.n_in + lt.n_out for lt in lights)
+        offsets = tuple(int(o) for o in np.cumsum((0, *sizes[:-1])))
+        capacity = np.concatenate([lane_capacity(lt, obs_radius) for lt in lights])
+        return cls(offsets=offsets, sizes=sizes, capacity=capacity)
+
+    @property
+    def total(self) -> int:
+        return int(self.capacity.shape[0])
+
+
+def lane_batch(
+    data: np.ndarray, counts: Sequence[int], layout: LaneLayout
+) -> tuple[list[LaneStats], np.ndarray]:
+    """Per-movement aggregates of every light's observed vehicles (all of them: before the node
+    cap) and the ``lanes`` observation rows [total, 3] float32, with three bincounts for all lights.
+
+    ``data`` is ``session.LightReads.data`` [L, m, 10]: pad rows have speed NaN and waiting 0, so
+    they add nothing to the halting and waiting sums; the counts are weighted by a real-row mask.
+    Halting: speed < 0.1 m/s (SUMO's definition)."""
+    width = data.shape[1]
+    move = data[..., 8].astype(np.intp)
+    move += np.asarray(layout.offsets, np.intp)[:, None]
+    move = move.ravel()
+    total = layout.total
+    if all(c == width for c in counts):
+        count = np.bincount(move, minlength=total).astype(np.float32)
+    else:
+        real = np.arange(width) < np.asarray(counts)[:, None]
+        count = np.bincount(move, weights=real.ravel(), minlength=total).astype(np.float32)
+    halting = np.bincount(move, weights=data[..., 2].ravel() < 0.1, minlength=total)
+    waiting = np.bincount(move, weights=data[..., 6].ravel(), minlength=total)
+    feats = np.empty((total, len(LANE_FEATURES)), np.float32)
+    feats[:, 0] = halting
+    np.divide(count, layout.capacity, out=feats[:, 1])
+    feats[:, 2] = waiting
+    halting32, waiting32 = feats[:, 0].copy(), feats[:, 2].copy()
+    stats = [
+        LaneStats(
+            count=count[o : o + n], halting=halting32[o : o + n], waiting=waiting32[o : o + n]
+        )
+        for o, n in zip(layout.offsets, layout.sizes, strict=True)
+    ]
+    return stats, feats

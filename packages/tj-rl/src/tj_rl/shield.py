@@ -148,9 +148,9 @@ def derive_program(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Decision:
-    """What the shield did with one request."""
+    """What the shield did with one request (a per-decision value: treat as read-only)."""
 
     requested: int
     applied: int
@@ -190,15 +190,18 @@ class SafetyShield:
 
     def mask(self, t: float) -> np.ndarray:
         """int8 [n_greens]: 1 where requesting that green at ``t`` is feasible."""
+        return np.array(self._feasible(t), dtype=np.int8)
+
+    def _feasible(self, t: float) -> list[int]:
         n = self.program.n_greens
-        m = np.zeros(n, dtype=np.int8)
         if self.in_clearance(t) or t - self.green_since < self.min_green or n == 1:
+            m = [0] * n
             m[self.current] = 1
         elif t - self.green_since >= self.max_green:
-            m[:] = 1
+            m = [1] * n
             m[self.current] = 0
         else:
-            m[:] = 1
+            m = [1] * n
         return m
 
     def _reason(self, t: float) -> str:
@@ -215,7 +218,7 @@ class SafetyShield:
             raise ValueError(
                 f"traffic light {self.program.tls_id!r}: action {action} outside [0, {n})"
             )
-        mask = self.mask(t)
+        mask = self._feasible(t)
         action = int(action)
         if mask[action]:
             applied, vetoed, reason = action, False, ""
