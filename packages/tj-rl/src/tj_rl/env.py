@@ -29,16 +29,19 @@ from gymnasium import spaces
 
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
+from tj_rl.costs import cost_matrix
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import FRAME_COLUMNS, VehicleFrame, VehicleGraph
+from tj_rl.features import VehicleFrame, VehicleGraph
 from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.observation import (
     LaneLayout,
+    assemble_observations,
     lane_batch,
     lane_capacity,
+    light_slices,
     observation_space,
-    phase_features,
+    phase_values,
 )
 from tj_rl.rewards import RewardInput, make_reward
 from tj_rl.scenario import Scenario
@@ -50,7 +53,6 @@ __all__ = ["TrafficSignalCore"]
 
 log = logging.getLogger(__name__)
 _EPS = 1e-6
-_RAW = len(FRAME_COLUMNS)
 
 
 def _split_env_config(config: Mapping[str, Any]) -> tuple[Scenario | str | Path | None, EnvConfig]:
@@ -115,6 +117,7 @@ class TrafficSignalCore:
         }
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
+        self._slices = light_slices(self.topology.lights, self._lanes)
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -153,10 +156,7 @@ class TrafficSignalCore:
         reads = self._reads
         if reads is None:
             return {}
-        return {
-            agent: VehicleFrame(tuple(reads.ids[i]), reads.data[i, : reads.counts[i], :_RAW])
-            for i, agent in enumerate(self.possible_agents)
-        }
+        return {agent: reads.frame(i) for i, agent in enumerate(self.possible_agents)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         del options
@@ -191,7 +191,7 @@ class TrafficSignalCore:
         self._counters = self._session.counters()
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
-        for agent, (_graph, inp, o) in self._observe_all().items():
+        for agent, (_graph, inp, o) in self._observe_all()[0].items():
             self._rewards[agent].reset(inp)
             obs[agent] = o
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
@@ -267,12 +267,17 @@ class TrafficSignalCore:
             self._advance(t + self.config.delta_time)
             counters = self._session.counters()
             obs, rewards, infos = {}, {}, {}
-            observed = self._observe_all()
-            costs = self._costs(decisions, observed, counters)
-            queue = 0.0
+            observed, queue = self._observe_all()
+            costs = cost_matrix(
+                self._batch,
+                [d.vetoed for d in decisions],
+                counters,
+                self._counters,
+                ttc_threshold=self.config.ttc_threshold,
+                hard_brake_decel=self.config.hard_brake_decel,
+            )
             for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
                 rewards[agent] = float(self._rewards[agent](inp))
-                queue += float(inp.lanes.halting[: inp.light.n_in].sum())
                 infos[agent] = self._info(agent, decisions[i], graph, costs[i])
         except SumoDiedError as exc:
             return self._died(exc, dict(zip(self.shields, decisions, strict=True)))
@@ -291,67 +296,46 @@ class TrafficSignalCore:
         return obs, rewards, terminateds, truncateds, infos
 
     # ------------------------------------------------------------------ pieces
-    def _observe_all(self) -> dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]]:
+    def _observe_all(
+        self,
+    ) -> tuple[dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]], float]:
         """Graph, reward input and padded observation of every light at the current step, from
-        one batched feature computation for all lights (``graphs.graph_batch``)."""
+        one batched feature computation for all lights (``graphs.graph_batch``), and the halting
+        vehicles on all controlled approaches (the system queue)."""
         assert self._session is not None
         cfg, t = self.config, self._t
         reads = self._reads = self._session.read_lights()
-        batch = graph_batch(
-            reads.data,
-            reads.counts,
-            cfg.graph,
-            max_nodes=cfg.max_nodes,
-            max_edges=cfg.max_edges,
+        batch = self._batch = graph_batch(
+            reads.data, reads.counts, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
         )
-        self._batch = batch
-        lane_stats, lane_feats = lane_batch(reads.data, reads.counts, self._lanes)
+        lane_stats, lane_feats, queue = lane_batch(reads.data, reads.counts, self._lanes)
         graphs = split_graphs(batch, reads.ids)
-        out = {}
-        offsets, sizes = self._lanes.offsets, self._lanes.sizes
-        for i, (agent, light) in enumerate(self.lights.items()):
-            shield = self.shields[agent]
-            in_clearance = shield.in_clearance(t)
-            phase = phase_features(
-                light,
+        phases: list[float] = []
+        masks: list[int] = []
+        for shield in self.shields.values():  # all lights' small arrays in one conversion each
+            in_clearance = t < shield.green_since
+            phases += phase_values(
+                shield.program.n_greens,
                 shield.current,
                 in_clearance,
                 shield.time_in_green(t),
                 cfg.min_green,
                 cfg.max_green,
             )
-            obs = {
-                "nodes": batch.nodes[i],
-                "node_mask": batch.node_mask[i],
-                "edge_index": batch.edge_index[i],
-                "edge_attr": batch.edge_attr[i],
-                "edge_mask": batch.edge_mask[i],
-                "phase": phase,
-                "lanes": lane_feats[offsets[i] : offsets[i] + sizes[i]],
-                "action_mask": shield.mask(t),
-            }
-            graph = graphs[i]
-            out[agent] = (graph, RewardInput(light=light, lanes=lane_stats[i], graph=graph), obs)
-        return out
-
-    def _costs(self, decisions, observed, counters) -> np.ndarray:
-        """float32 [L, len(COST_NAMES)]: the named costs of every light (see README, "Costs")."""
-        cfg, batch, prev = self.config, self._batch, self._counters
-        costs = np.empty((len(decisions), len(COST_NAMES)), np.float32)
-        costs[:, 0] = [d.vetoed for d in decisions]
-        low = batch.edge_attr[..., 3] > 1.0 / cfg.ttc_threshold  # [L, E]; pads are 0
-        if low.any():  # vehicles (edge targets) in a pair below the TTC threshold
-            li, ei = np.nonzero(low)
-            flagged = np.zeros(batch.nodes.shape[:2], bool)
-            flagged[li, batch.edge_index[li, 1, ei]] = True
-            costs[:, 1] = flagged.sum(axis=1)
-        else:
-            costs[:, 1] = 0.0
-        costs[:, 2] = (batch.nodes[..., 3] < -cfg.hard_brake_decel).sum(axis=1)
-        costs[:, 3:] = [
-            counters[k] - prev[k] for k in ("emergency_braking", "teleports", "collisions")
-        ]
-        return costs
+            masks += shield.feasible(t)
+        obs = assemble_observations(
+            batch,
+            lane_feats,
+            np.array(phases, np.float32),
+            np.array(masks, np.int8),
+            self._slices,
+        )
+        out = {}
+        for (agent, light), o, graph, lanes in zip(
+            self.lights.items(), obs, graphs, lane_stats, strict=True
+        ):
+            out[agent] = (graph, RewardInput(light=light, lanes=lanes, graph=graph), o)
+        return out, queue
 
     def _info(self, agent, decision, graph, costs) -> dict[str, Any]:
         return {

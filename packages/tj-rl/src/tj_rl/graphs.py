@@ -1,7 +1,7 @@
 """The vehicle graphs of several lights in one padded batch: a fixed number of numpy calls per
 decision step, whatever the number of lights and vehicles.
 
-Input is the lights' vehicle rows stacked as ``data`` [L, m, 14] (``features.ROW_COLUMNS``), each
+Input is the lights' vehicle rows stacked as ``data`` [L, m, 16] (``features.ROW_COLUMNS``), each
 light's real rows first, the rest ``PAD_ROW``. NaN pads need no masks: they sort after every real
 vehicle, are never within an edge radius (NaN compares false) and add nothing to sums weighted by
 speed or waiting time. Nodes are sorted by distance to the light's centre with one stable argsort for
@@ -25,6 +25,7 @@ import numpy as np
 
 from tj_rl.features import (
     EDGE_FEATURES,
+    FRAME_INDEX,
     NODE_FEATURES,
     PAD_ROW,
     ROW_COLUMNS,
@@ -42,10 +43,10 @@ __all__ = [
     "stack_frames",
 ]
 
-# ROW_COLUMNS indices
-_X, _Y, _SPEED, _ACCEL, _ANGLE, _LANE_POS, _WAIT, _LEN, _MOVE, _OFFSET = range(10)
-_REL, _DIST, _KEY = 10, 12, 13
 _NF, _EF = len(NODE_FEATURES), len(EDGE_FEATURES)
+# ROW_COLUMNS indices: the node features first, then the raw values
+_SPEED, _HSIN, _LEN = 2, 4, 8
+_X, _Y, _ANGLE, _LANE_POS, _MOVE, _OFFSET, _KEY = range(_NF, _NF + 7)
 # 0-d operands: cheaper for numpy than Python floats (no scalar conversion per call)
 _HALF, _MIN_R, _MIN_DV2, _MIN_GAP, _ZERO = (np.array(v) for v in (0.5, 1e-6, 1e-9, 0.1, 0.0))
 
@@ -80,7 +81,7 @@ def graph_batch(
     max_edges: int | None = None,
     budget: int = 1 << 18,
 ) -> GraphBatch:
-    """Node features and k-nearest edges of every light in ``data`` [L, m, 14] (``counts[l]`` real
+    """Node features and k-nearest edges of every light in ``data`` [L, m, 16] (``counts[l]`` real
     rows, then pads). Caps drop (and count) the farthest nodes and the longest edges; ``None`` sizes
     the padding to the largest light instead. With both caps, lights are processed in chunks whose
     distance tensor (lights x n x n) stays within ``budget`` entries (many lights with crowded
@@ -120,22 +121,13 @@ def _graph_batch(data, counts, cfg, max_nodes, max_edges) -> GraphBatch:
     kept = counts if max_nodes is None else [min(c, max_nodes) for c in counts]
     n = max(kept, default=0)
     order = data[..., _KEY].argsort(axis=1, kind="stable")[:, :n]  # nearest first, pads last
-    # [L, n, 14] rows in node order
+    # [L, n, 16] rows in node order
     d = data[:, order[0]] if n_lights == 1 else data[np.arange(n_lights)[:, None], order]
-    heading = np.empty((n_lights, n, 2))  # SUMO: clockwise from north -> unit vector (x, y)
-    rad = np.deg2rad(d[..., _ANGLE])
-    np.sin(rad, out=heading[..., 0])
-    np.cos(rad, out=heading[..., 1])
     edges = _select_edges(d, cfg, max_edges)
     width = n if max_nodes is None else max_nodes
-    cap = edges["cap"]
-    out = _outputs(n_lights, width, cap)
+    out = _outputs(n_lights, width, edges["cap"])
     x = out["nodes"][:, :n]
-    x[..., 0:2] = d[..., _REL : _REL + 2]
-    x[..., 2:4] = d[..., _SPEED : _ACCEL + 1]
-    x[..., 4:6] = heading[..., ::-1]  # heading_sin = y component, heading_cos = x component
-    x[..., 6] = d[..., _DIST]
-    x[..., 7:9] = d[..., _WAIT : _LEN + 1]
+    x[...] = d[..., :_NF]
     out["movement"][:, :n] = d[..., _MOVE]
     if all(k == n for k in kept):
         out["node_mask"][:, :n] = 1
@@ -144,7 +136,9 @@ def _graph_batch(data, counts, cfg, max_nodes, max_edges) -> GraphBatch:
         x[~real] = 0.0
         out["node_mask"][:, :n] = real
     if edges["num_total"]:
-        _edge_features(d, heading * d[..., _SPEED : _SPEED + 1], edges, cfg, out)
+        # velocity (x, y) = speed * (heading_cos, heading_sin)
+        vel = d[..., _HSIN : _HSIN + 2][..., ::-1] * d[..., _SPEED : _SPEED + 1]
+        _edge_features(d, vel, edges, cfg, out)
     return GraphBatch(
         order=order,
         num_nodes=list(kept),
@@ -189,10 +183,9 @@ def _select_edges(d: np.ndarray, cfg: GraphConfig, max_edges: int | None) -> dic
     dist2.sort(axis=2)
     d2k = dist2[:, :, :k]  # = dist2 at nbr
     within = d2k <= cfg.edge_radius * cfg.edge_radius
-    li, dst, rank = within.nonzero()  # by (light, vehicle, distance)
-    src = nbr[li, dst, rank]
-    d2 = d2k[li, dst, rank]
-    r = np.sqrt(d2)
+    li, dst, _ = within.nonzero()  # by (light, vehicle, distance)
+    src = nbr[within]
+    r = np.sqrt(d2k[within])
     num = [len(li)] if n_lights == 1 else np.bincount(li, minlength=n_lights).tolist()
     cap = max(num) if max_edges is None else max_edges
     dropped = [max(e - cap, 0) for e in num]
@@ -208,20 +201,20 @@ def _select_edges(d: np.ndarray, cfg: GraphConfig, max_edges: int | None) -> dic
         li, dst, src, r = li[keep], dst[keep], src[keep], r[keep]
         num = [min(e, cap) for e in num]
     return {"cap": cap, "num": num, "dropped": dropped, "num_total": len(li),
-            "li": li, "dst": dst, "src": src, "r": r, "dx": dx, "dy": dy}  # fmt: skip
+            "li": li, "dst": dst, "src": src, "r": r}  # fmt: skip
 
 
 def _edge_features(d, vel, edges: dict, cfg: GraphConfig, out: dict) -> None:
     """dx, dy, closing speed and inverse TTC of the selected edges, written into ``out``."""
     n_lights, n = d.shape[0], d.shape[1]
     li, dst, src, r = edges["li"], edges["dst"], edges["src"], edges["r"]
-    dp = np.empty((len(r), 2))
-    dp[:, 0] = edges["dx"][li, dst, src]  # neighbour - vehicle
-    dp[:, 1] = edges["dy"][li, dst, src]
     if n_lights == 1:
         node_s, node_d = src, dst
     else:
         node_s, node_d = li * n + src, li * n + dst
+    pos = d[..., _X : _Y + 1].reshape(n_lights * n, 2)
+    dp = pos.take(node_s, axis=0)  # neighbour - vehicle
+    dp -= pos.take(node_d, axis=0)
     vel = vel.reshape(n_lights * n, 2)
     dv = vel.take(node_s, axis=0)
     dv -= vel.take(node_d, axis=0)
@@ -268,18 +261,20 @@ def _edge_features(d, vel, edges: dict, cfg: GraphConfig, out: dict) -> None:
 def stack_frames(
     frames: Sequence[VehicleFrame], centres: Sequence[tuple[float, float]]
 ) -> tuple[np.ndarray, list[int]]:
-    """``data`` [L, m, 14] (``ROW_COLUMNS``: real rows, then ``PAD_ROW``) and the counts of
-    several frames; the derived columns are computed here as the env's parse computes them."""
+    """``data`` [L, m, 16] (``ROW_COLUMNS``: real rows, then ``PAD_ROW``) and the counts of
+    several frames; the derived columns are computed as the env's parse computes them."""
     counts = [len(f) for f in frames]
     data = np.empty((len(frames), max(counts, default=0), len(ROW_COLUMNS)), np.float64)
     data[:] = PAD_ROW
     for i, (f, centre) in enumerate(zip(frames, centres, strict=True)):
-        rows = data[i, : counts[i]]
-        rows[:, :_REL] = f.data
-        rel = rows[:, _REL : _REL + 2]
-        np.subtract(f.data[:, 0:2], np.asarray(centre, np.float64), out=rel)
-        rows[:, _DIST] = f.data[:, _OFFSET] - f.data[:, _LANE_POS]
-        rows[:, _KEY] = rel[:, 0] * rel[:, 0] + rel[:, 1] * rel[:, 1]
+        raw, rows = f.data, data[i, : counts[i]]
+        rows[:, FRAME_INDEX] = raw
+        np.subtract(raw[:, 0:2], np.asarray(centre, np.float64), out=rows[:, 0:2])
+        rad = np.deg2rad(raw[:, 4])
+        rows[:, _HSIN] = np.cos(rad)
+        rows[:, _HSIN + 1] = np.sin(rad)
+        rows[:, 6] = raw[:, 9] - raw[:, 5]  # dist_to_stop_line = stop_offset - lane_pos
+        rows[:, _KEY] = rows[:, 0] * rows[:, 0] + rows[:, 1] * rows[:, 1]
     return data, counts
 
 

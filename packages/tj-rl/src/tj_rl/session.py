@@ -22,7 +22,14 @@ import traci.constants as tc
 
 from tj_rl.backends import SumoBackend
 from tj_rl.errors import ScenarioError, SumoDiedError, SumoStartError
-from tj_rl.features import PAD_ROW, ROW_COLUMNS, VEHICLE_VARS, subscription_rows
+from tj_rl.features import (
+    FRAME_INDEX,
+    PAD_BYTES,
+    ROW_COLUMNS,
+    VEHICLE_VARS,
+    VehicleFrame,
+    subscription_rows,
+)
 from tj_rl.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
 from tj_rl.scenario import Scenario
 from tj_rl.shield import derive_program
@@ -39,12 +46,12 @@ COUNTERS: dict[str, str] = {
     "emergency_braking": "safety.emergencyBraking",
 }
 SIM_VARS = (tc.VAR_TIME, tc.VAR_MIN_EXPECTED_VEHICLES)
-# Counters delivered with the step by the simulation subscription on traci (saves two socket round
-# trips per decision; SUMO's TraCI server takes one keyed parameter per variable id, and both
-# VAR_PARAMETER and VAR_PARAMETER_WITH_KEY carry a key). The rest is read with getParameter, which
-# costs microseconds on libsumo (whose subscriptions do not take these variables).
+# Counters delivered with the step by the simulation subscription (one socket round trip fewer per
+# counter on traci). SUMO's TraCI server takes one keyed parameter per variable id, and both
+# VAR_PARAMETER and VAR_PARAMETER_WITH_KEY carry a key; libsumo subscribes only the latter (through
+# subscribeParameterWithKey). The rest is polled with getParameter (microseconds on libsumo).
 _SUBSCRIBED_COUNTERS: dict[str, tuple[tuple[int, str], ...]] = {
-    "libsumo": (),
+    "libsumo": ((tc.VAR_PARAMETER_WITH_KEY, "collisions"),),
     "traci": (
         (tc.VAR_PARAMETER_WITH_KEY, "emergency_braking"),
         (tc.VAR_PARAMETER, "teleports"),
@@ -54,13 +61,18 @@ _SUBSCRIBED_COUNTERS: dict[str, tuple[tuple[int, str], ...]] = {
 
 @dataclass(slots=True)
 class LightReads:
-    """The vehicles around every controlled light at one step: ``data`` float64 [L, m, 14]
-    (``features.ROW_COLUMNS``; light l's ``counts[l]`` vehicles first, then ``PAD_ROW``), and each
-    light's vehicle ids in row order."""
+    """The vehicles around every controlled light at one step: ``data`` float64 [L, m, 16]
+    (``features.ROW_COLUMNS``; light l's ``counts[l]`` vehicles first, then ``PAD_ROW``; read-only),
+    and each light's vehicle ids in row order."""
 
     data: np.ndarray
     counts: list[int]
     ids: list[list[str]]
+
+    def frame(self, light: int) -> VehicleFrame:
+        """The raw ``VehicleFrame`` of light number ``light`` (a copy of its real rows)."""
+        n = self.counts[light]
+        return VehicleFrame(tuple(self.ids[light]), self.data[light, :n][:, FRAME_INDEX])
 
 
 class SumoSession:
@@ -129,9 +141,12 @@ class SumoSession:
                     self._check_program(light)
                 subscribed = _SUBSCRIBED_COUNTERS[self.backend.name]
                 params = {var: ("s", f"stats.{COUNTERS[c]}") for var, c in subscribed}
-                conn.simulation.subscribe(
-                    SIM_VARS + tuple(params), **({"parameters": params} if params else {})
-                )
+                if self.backend.name == "traci":
+                    conn.simulation.subscribe(SIM_VARS + tuple(params), parameters=params)
+                else:
+                    conn.simulation.subscribe(SIM_VARS)
+                    for _, key in params.values():
+                        conn.simulation.subscribeParameterWithKey("", key)
                 self._subscribed = subscribed
                 self._polled = tuple(
                     (c, f"stats.{k}")
@@ -249,25 +264,26 @@ class SumoSession:
             results = [get(lt.junction_id) or {} for lt in lights] if self._stepped else None
         except self.backend.fatal_errors as exc:
             raise self._died("subscription results", exc) from exc
-        rows: list[list[float]] = []
+        rows: list[bytes] = []
         ids: list[list[str]] = []
         counts: list[int] = []
         for i, light in enumerate(lights):
-            rows.append([])
             ids.append([])
-            if results is not None:
-                counts.append(
-                    subscription_rows(results[i], light.lane_table, light.centre, rows[i], ids[i])
-                )
-            else:
+            if results is None:
                 counts.append(0)
+                continue
+            counts.append(
+                subscription_rows(results[i], light.lane_table, light.centre, rows, ids[i])
+            )
         width = max(counts)
-        flat = rows[0] if len(rows) == 1 else []
-        if len(rows) > 1:
-            for r, c in zip(rows, counts, strict=True):
-                flat += r
-                flat += PAD_ROW * (width - c)
-        data = np.fromiter(flat, np.float64, len(flat))
+        if any(c != width for c in counts):  # pad every light to the widest: PAD_BYTES rows
+            padded, start = [], 0
+            for c in counts:
+                padded += rows[start : start + c]
+                padded.append(PAD_BYTES * (width - c))
+                start += c
+            rows = padded
+        data = np.frombuffer(b"".join(rows), np.float64)
         data = data.reshape(len(lights), width, len(ROW_COLUMNS))
         return LightReads(data=data, counts=counts, ids=ids)
 
