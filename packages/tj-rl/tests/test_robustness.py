@@ -170,3 +170,22 @@ def test_missing_libsumo_is_loud(monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         make_backend("libsumo")
     assert make_backend("traci").name == "traci"
+
+
+def test_traci_close_lets_sumo_flush_its_outputs(default_sc: Scenario) -> None:
+    """After a clean TraCI close SUMO still writes its outputs: close() waits for it to exit by
+    itself instead of terminating it at once (which truncated the statistics output on a loaded
+    machine), so SUMO is never signalled and the episode metrics parse."""
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
+    try:
+        obs, _ = env.reset(seed=4)
+        proc = env.backend._proc
+        signalled: list[str] = []
+        proc.terminate = lambda: signalled.append("terminate")  # type: ignore[method-assign]
+        proc.kill = lambda: signalled.append("kill")  # type: ignore[method-assign]
+        info = _run_to_end(env, obs)
+        assert signalled == [] and proc.returncode == 0
+        assert info["A0"]["episode"]["throughput"] > 0
+    finally:
+        env.close()
+    assert not _zombies()
