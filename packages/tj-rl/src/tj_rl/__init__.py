@@ -29,7 +29,7 @@ from tj_rl.scenario import Scenario
 from tj_rl.shield import PhaseProgram, SafetyShield, derive_program
 from tj_rl.snapshot import SNAPSHOT_FIELDS, RiskConfig, SnapshotBuilder, snapshot_schema
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> object:
