@@ -1,14 +1,26 @@
-"""Environment speed and memory: tj-rl vs sumo-rl, same net, decision interval and backend.
+"""Environment speed and memory: tj-rl vs sumo-rl, same net, routes, signal timing and backend.
 
-Measures simulated seconds per wall second over a full episode with random feasible actions (the
-step loop; start-up and reset are timed separately), on the embedded default scenario (1 light) and on a synthetic multi-light grid, with the
-libsumo and the traci backend, and the PSS (proportional set size) of the env's process tree at the
-end of the episode (the SUMO child included for traci). Every measurement runs in a fresh process
-(libsumo allows one simulation per process); runs are interleaved and the median of ``--runs`` is
-reported. sumo-rl is not a dependency: install it in a scratch environment outside the repo and pass
-its interpreter with ``--sumo-rl-python`` (this script then runs its sumo-rl side there).
+Measures simulated seconds per wall second of the step loop over a full episode with random feasible
+actions (start-up and reset timed separately), and the CPU seconds of the env's process tree over the
+same loop (SUMO child included for traci: less sensitive to other jobs on a shared machine than wall
+time), on the embedded default scenario (1 light) and on a synthetic NxN grid with light and heavy
+demand, with the libsumo and the traci backend, with SUMO's metric outputs off (training) and on
+(tripinfo with unfinished trips + statistics, on both sides: the same work). Also the PSS of the
+env's process tree near the end of the episode (SUMO child included for traci).
 
-    uv run python packages/tj-rl/benchmarks/bench_env.py --runs 3 --sumo-rl-python PATH --out bench.json
+Both sides get the same signal protocol: decisions every ``--delta`` s, ``--yellow`` s of yellow,
+min/max green 10/60 s; tj-rl's all-red defaults to 0 here because sumo-rl has none (``--all-red 2``
+measures tj-rl's own default). Round i uses SUMO and action seed ``--seed + i`` on both sides, so the
+medians are over as many traffic realisations as runs (random control changes SUMO's own work by
++-20 % between realisations). sumo-rl runs as it is normally used: its default observation,
+``diff-waiting-time`` reward and per-step info; ``LIBSUMO_AS_TRACI=1`` selects its libsumo mode.
+
+Every measurement runs in a fresh process (libsumo allows one simulation per process); runs are
+interleaved (every cell once per round) and the median of ``--runs`` is reported. sumo-rl is not a
+dependency: install it in a scratch environment outside the repo and pass its interpreter with
+``--sumo-rl-python`` (this script then runs its sumo-rl side there).
+
+    uv run python packages/tj-rl/benchmarks/bench_env.py --runs 5 --sumo-rl-python PATH --out bench.json
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
+SCENARIOS = ("default", "grid", "grid-heavy")
 
 
 # ---------------------------------------------------------------- workers (one per process)
@@ -40,6 +53,19 @@ def _pss_tree() -> float:
     return total / 2**20
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its children, live or reaped (SUMO, for traci)."""
+    import psutil
+
+    t = os.times()
+    live = 0.0
+    for c in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            ct = c.cpu_times()
+            live += ct.user + ct.system
+    return t.user + t.system + t.children_user + t.children_system + live
+
+
 def _worker_tj(a: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -47,15 +73,19 @@ def _worker_tj(a: argparse.Namespace) -> dict:
 
     sc = Scenario.from_sumocfg(a.sumocfg, end=a.seconds)
     t0 = time.perf_counter()
-    env = TrafficSignalCore(
-        EnvConfig(backend=a.backend, delta_time=a.delta, yellow_time=a.yellow), scenario=sc
-    )
+    cfg = EnvConfig(backend=a.backend, delta_time=a.delta, yellow_time=a.yellow,
+                    all_red_time=a.all_red, min_green=10.0, max_green=60.0,
+                    metrics=a.outputs == "on")  # fmt: skip
+    env = TrafficSignalCore(cfg, scenario=sc)
     obs, _ = env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:
-        acts = {ag: int(rng.choice(np.flatnonzero(o["action_mask"]))) for ag, o in obs.items()}
+        acts = {}
+        for ag, o in obs.items():  # a uniformly random feasible green (what rng.choice draws)
+            feasible = o["action_mask"].nonzero()[0]
+            acts[ag] = int(feasible[rng.integers(len(feasible))])
         obs, _, _, trunc, _ = env.step(acts)
         steps += 1
         if env.sim_time + 2 * a.delta > a.seconds and not pss:  # SUMO still running: measure once
@@ -66,12 +96,13 @@ def _worker_tj(a: argparse.Namespace) -> dict:
             break
     t2 = time.perf_counter()
     env.close()
-    return _result(a, t0, t1, t2, probe_s, steps, pss, len(env.possible_agents))
+    c2 = _cpu()
+    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.possible_agents))
 
 
-def _result(a, t0, t1, t2, probe_s, steps, pss, lights) -> dict:
-    return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe_s, "sim_s": a.seconds, "steps": steps,
-            "pss_mib": pss, "lights": lights}  # fmt: skip
+def _result(a, t0, t1, t2, probe_s, cpu_s, steps, pss, lights) -> dict:
+    return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe_s, "cpu_s": cpu_s, "sim_s": a.seconds,
+            "steps": steps, "pss_mib": pss, "lights": lights}  # fmt: skip
 
 
 def _worker_sumo_rl(a: argparse.Namespace) -> dict:
@@ -82,6 +113,11 @@ def _worker_sumo_rl(a: argparse.Namespace) -> dict:
         os.environ["LIBSUMO_AS_TRACI"] = "1"
     from sumo_rl import SumoEnvironment
 
+    out = Path(tempfile.mkdtemp(prefix="bench-sumo-rl-"))
+    extra = None
+    if a.outputs == "on":  # the same outputs tj-rl writes with metrics=True
+        extra = (f"--tripinfo-output {out / 'tripinfo.xml'} --tripinfo-output.write-unfinished "
+                 f"true --statistic-output {out / 'statistics.xml'}")  # fmt: skip
     t0 = time.perf_counter()
     env = SumoEnvironment(
         net_file=a.net,
@@ -94,41 +130,47 @@ def _worker_sumo_rl(a: argparse.Namespace) -> dict:
         sumo_seed=a.seed,
         sumo_warnings=False,
         single_agent=False,
+        additional_sumo_cmd=extra,
     )
     env.reset(seed=a.seed)
-    t1 = time.perf_counter()
+    for i, ts in enumerate(env.ts_ids):
+        env.action_spaces(ts).seed(a.seed + i)
+    t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:
         acts = {ts: env.action_spaces(ts).sample() for ts in env.ts_ids}
-        out = env.step(acts)
+        res = env.step(acts)
         steps += 1
         if env.sim_step + 2 * a.delta > a.seconds and not pss:
             tp = time.perf_counter()
             pss = _pss_tree()
             probe_s = time.perf_counter() - tp
-        if out[2]["__all__"]:
+        if res[2]["__all__"]:
             break
     t2 = time.perf_counter()
     env.close()
-    return _result(a, t0, t1, t2, probe_s, steps, pss, len(env.ts_ids))
+    c2 = _cpu()
+    for f in out.iterdir():
+        f.unlink()
+    out.rmdir()
+    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.ts_ids))
 
 
 # ---------------------------------------------------------------- driver
 def _scenarios(tmp: Path, a: argparse.Namespace) -> dict[str, dict]:
     from tj_rl import SyntheticSpec, build_scenario, default_scenario
 
-    default = default_scenario()
-    grid = build_scenario(
-        SyntheticSpec(kind="grid", rows=a.grid, cols=a.grid, lanes=2, turn_lanes=0, duration=a.seconds,
-                      rates=(a.grid_rate,), seed=1, name=f"grid{a.grid}x{a.grid}"),
-        tmp,
-    )  # fmt: skip
     out = {}
-    for name, sc in (
-        ("default (1 light)", default),
-        (f"grid {a.grid}x{a.grid} ({a.grid**2} lights)", grid),
-    ):
-        out[name] = {
+    for name in a.scenarios:
+        if name == "default":
+            label, sc = "default (1 light)", default_scenario()
+        else:
+            rate = a.grid_rate if name == "grid" else a.grid_heavy_rate
+            spec = SyntheticSpec(kind="grid", rows=a.grid, cols=a.grid, lanes=2, turn_lanes=0,
+                                 duration=a.seconds, rates=(rate,), seed=1, name=name)  # fmt: skip
+            sc = build_scenario(spec, tmp / name)
+            label = f"grid {a.grid}x{a.grid} ({a.grid**2} lights), {rate:g} veh/h"
+        out[label] = {
             "sumocfg": str(sc.sumocfg),
             "net": str(sc.net_file),
             "routes": str(sc.route_files[0]),
@@ -136,10 +178,11 @@ def _scenarios(tmp: Path, a: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
-def _run(python: str, impl: str, backend: str, files: dict, a: argparse.Namespace) -> dict:
-    cmd = [python, str(HERE), "--worker", impl, "--backend", backend, "--sumocfg", files["sumocfg"],
-           "--net", files["net"], "--routes", files["routes"], "--seconds", str(a.seconds),
-           "--delta", str(a.delta), "--yellow", str(a.yellow), "--seed", str(a.seed)]  # fmt: skip
+def _run(python: str, impl: str, backend: str, outputs: str, files: dict, seed: int, a) -> dict:
+    cmd = [python, str(HERE), "--worker", impl, "--backend", backend, "--outputs", outputs,
+           "--sumocfg", files["sumocfg"], "--net", files["net"], "--routes", files["routes"],
+           "--seconds", str(a.seconds), "--delta", str(a.delta), "--yellow", str(a.yellow),
+           "--all-red", str(a.all_red), "--seed", str(seed)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -156,8 +199,42 @@ def _machine() -> str:
                 break
     except OSError:
         pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, load avg {load:.2f} at start"
+    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
+    lines = [
+        f"Machine: {machine}; load average {min(loads):.1f} to {max(loads):.1f} during the runs. "
+        f"Episode {a.seconds:g} s, decisions every {a.delta:g} s, yellow {a.yellow:g} s, tj-rl "
+        f"all-red {a.all_red:g} s, min/max green 10/60 s, random feasible actions, median of "
+        f"{a.runs} interleaved runs (seeds {a.seed} to {a.seed + a.runs - 1}). Outputs on = tripinfo "
+        "(with unfinished) + statistics on both sides.",
+        "",
+        "| scenario | backend | SUMO outputs | tj-rl sim-s/wall-s | sumo-rl sim-s/wall-s | "
+        "speed-up (wall) | speed-up (CPU) | tj-rl PSS MiB | sumo-rl PSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for sname in scen:
+        for backend in a.backends:
+            for outputs in a.outputs_list:
+                t = med[f"{sname}|{backend}|{outputs}|tj-rl"]
+                s = med.get(f"{sname}|{backend}|{outputs}|sumo-rl")
+                if s is None:
+                    lines.append(f"| {sname} | {backend} | {outputs} | {t['sim_per_wall']:.0f} | - "
+                                 f"| - | - | {t['pss_mib']:.0f} | - |")  # fmt: skip
+                    continue
+                wall = t["sim_per_wall"] / s["sim_per_wall"]
+                cpu = t["sim_per_cpu"] / s["sim_per_cpu"]
+                lines.append(
+                    f"| {sname} | {backend} | {outputs} | {t['sim_per_wall']:.0f} | "
+                    f"{s['sim_per_wall']:.0f} | {wall:.2f}x | {cpu:.2f}x | {t['pss_mib']:.0f} | "
+                    f"{s['pss_mib']:.0f} |"
+                )
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -169,16 +246,23 @@ def main() -> int:
     ap.add_argument("--net", help=argparse.SUPPRESS)
     ap.add_argument("--routes", help=argparse.SUPPRESS)
     ap.add_argument("--backend", default="libsumo", help=argparse.SUPPRESS)
-    ap.add_argument("--runs", type=int, default=3, help="runs per cell (median reported), >= 3")
+    ap.add_argument("--outputs", default="off", help=argparse.SUPPRESS)
+    ap.add_argument("--runs", type=int, default=5, help="runs per cell (median reported), >= 3")
     ap.add_argument("--seconds", type=float, default=1800.0, help="episode length (simulated s)")
     ap.add_argument("--delta", type=float, default=10.0, help="decision interval (s)")
     ap.add_argument("--yellow", type=float, default=3.0, help="yellow time (s)")
-    ap.add_argument("--seed", type=int, default=7)
     ap.add_argument(
-        "--grid", type=int, default=3, help="grid size N for the NxN multi-light scenario"
+        "--all-red", type=float, default=0.0, help="tj-rl all-red (s); sumo-rl has none"
     )
-    ap.add_argument("--grid-rate", type=float, default=2400.0, help="grid demand (veh/h)")
-    ap.add_argument("--backends", nargs="+", default=["libsumo", "traci"])
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    ap.add_argument("--grid", type=int, default=3, help="grid size N of the NxN scenarios")
+    ap.add_argument("--grid-rate", type=float, default=1200.0, help="light grid demand (veh/h)")
+    ap.add_argument("--grid-heavy-rate", type=float, default=4800.0, help="heavy demand (veh/h)")
+    ap.add_argument("--backends", nargs="+", choices=("libsumo", "traci"),
+                    default=["libsumo", "traci"])  # fmt: skip
+    ap.add_argument("--outputs-list", nargs="+", choices=("off", "on"), default=["off", "on"],
+                    help="SUMO metric outputs off (training) and/or on (evaluation)")  # fmt: skip
     ap.add_argument("--sumo-rl-python", help="interpreter of a scratch env with sumo-rl installed")
     ap.add_argument("--out", type=Path, help="write all runs and medians as JSON here")
     a = ap.parse_args()
@@ -191,40 +275,31 @@ def main() -> int:
     impls = [("tj-rl", sys.executable, "tj")]
     if a.sumo_rl_python:
         impls.append(("sumo-rl", a.sumo_rl_python, "sumo-rl"))
-    machine = _machine()
+    machine, loads = _machine(), [_load()]
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="tj-rl-bench-") as tmp:
         scen = _scenarios(Path(tmp), a)
         for run in range(a.runs):  # interleaved: every cell once per round
             for sname, files in scen.items():
                 for backend in a.backends:
-                    for label, python, impl in impls:
-                        r = _run(python, impl, backend, files, a)
-                        results.setdefault(f"{sname}|{backend}|{label}", []).append(r)
-                        print(f"run {run + 1}/{a.runs} {sname} {backend} {label}: "
-                              f"{r['sim_s'] / r['wall_s']:.0f} sim-s/s, {r['pss_mib']:.0f} MiB", file=sys.stderr)  # fmt: skip
+                    for outputs in a.outputs_list:
+                        for label, python, impl in impls:
+                            r = _run(python, impl, backend, outputs, files, a.seed + run, a)
+                            r["load"] = _load()
+                            loads.append(r["load"])
+                            results.setdefault(f"{sname}|{backend}|{outputs}|{label}", []).append(r)
+                            print(f"run {run + 1}/{a.runs} {sname} {backend} outputs {outputs} "
+                                  f"{label}: {r['sim_s'] / r['wall_s']:.0f} sim-s/s, "
+                                  f"{r['sim_s'] / r['cpu_s']:.0f} sim-s/cpu-s, "
+                                  f"{r['pss_mib']:.0f} MiB", file=sys.stderr)  # fmt: skip
     med = {k: {"sim_per_wall": statistics.median(r["sim_s"] / r["wall_s"] for r in v),
+               "sim_per_cpu": statistics.median(r["sim_s"] / r["cpu_s"] for r in v),
+               "startup_s": statistics.median(r["startup_s"] for r in v),
                "pss_mib": statistics.median(r["pss_mib"] for r in v)} for k, v in results.items()}  # fmt: skip
-    lines = [
-        f"Machine: {machine}. Episode {a.seconds:g} s, decisions every {a.delta:g} s, yellow {a.yellow:g} s, "
-        f"random feasible actions, median of {a.runs} interleaved runs.",
-        "",
-        "| scenario | backend | tj-rl sim-s/wall-s | sumo-rl sim-s/wall-s | speed-up | tj-rl PSS MiB | sumo-rl PSS MiB |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for sname in scen:
-        for backend in a.backends:
-            t = med[f"{sname}|{backend}|tj-rl"]
-            s = med.get(f"{sname}|{backend}|sumo-rl")
-            sp = f"{t['sim_per_wall'] / s['sim_per_wall']:.2f}x" if s else "-"
-            lines.append(
-                f"| {sname} | {backend} | {t['sim_per_wall']:.0f} | {s['sim_per_wall']:.0f} | {sp} | "
-                f"{t['pss_mib']:.0f} | {s['pss_mib']:.0f} |" if s else
-                f"| {sname} | {backend} | {t['sim_per_wall']:.0f} | - | - | {t['pss_mib']:.0f} | - |"
-            )  # fmt: skip
-    print("\n".join(lines))
+    print(_table(a, scen, med, machine, loads))
     if a.out:
-        a.out.write_text(json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(a).items()},
+        a.out.write_text(json.dumps({"machine": machine, "loads": loads,
+                                     "args": {k: str(v) for k, v in vars(a).items()},
                                      "runs": results, "median": med}, indent=2))  # fmt: skip
     return 0
 

@@ -152,7 +152,8 @@ def test_unknown_reward(default_sc: Scenario) -> None:
 
 
 def test_vetoes_counted_in_info_costs_and_metrics(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(cost_weights={"veto": 2.0}), scenario=default_sc)
+    cfg = EnvConfig(cost_weights={"veto": 2.0}, metrics=True)
+    env = TrafficSignalEnv(cfg, scenario=default_sc)
     try:
         obs, _ = env.reset(seed=5)
         assert obs["A0"]["action_mask"].tolist() == [1, 0, 0, 0]  # min green at the start
@@ -273,3 +274,29 @@ def test_next_episode_starts_fresh(default_sc: Scenario, backend: str) -> None:
         assert runs[0] == runs[1] and runs[0][-1][0] == 60.0 and runs[0][-1][2] > 0
     finally:
         env.close()
+
+
+def test_counters_agree_across_backends(default_sc: Scenario) -> None:
+    """traci delivers two of SUMO's counters with the step (keyed-parameter subscriptions) and libsumo
+    polls them: with teleports forced early, both report the same per-interval counts and costs."""
+    sc = default_sc.replace(end=300.0, extra_args=("--time-to-teleport", "15"))
+    traces = {}
+    for backend in ("libsumo", "traci"):
+        env = TrafficSignalEnv(EnvConfig(backend=backend), scenario=sc)
+        try:
+            env.reset(seed=1)
+            trace, trunc = [], {"__all__": False}
+            while not trunc["__all__"]:  # hold the first green: the other approaches jam
+                _, _, _, trunc, info = env.step({"A0": 0})
+                trace.append((info["A0"]["system"], info["A0"]["costs"].tolist()))
+            traces[backend] = trace
+        finally:
+            env.close()
+    assert traces["libsumo"] == traces["traci"]
+    assert sum(s["teleports"] for s, _ in traces["traci"]) > 0
+
+
+def test_metrics_switch() -> None:
+    assert EnvConfig().metrics is None  # off in the env (training), on in evaluate()
+    with pytest.raises(ValueError, match=r"EnvConfig\.metrics"):
+        EnvConfig(metrics="yes")

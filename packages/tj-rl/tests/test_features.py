@@ -117,3 +117,25 @@ def test_batched_lights_equal_one_by_one() -> None:
             np.testing.assert_array_equal(g.edge_index, one.edge_index)
             np.testing.assert_array_equal(g.edge_attr, one.edge_attr)
             assert (g.edge_index < max(g.num_nodes, 1)).all()
+
+
+def test_chunked_batch_equals_one_batch() -> None:
+    """With both caps, lights are processed in chunks bounded by the distance-tensor budget; the
+    result is the same as one batch."""
+    from tj_rl.graphs import graph_batch, stack_frames
+
+    rng = np.random.default_rng(2)
+    frames, centres = [], []
+    for n in (9, 3, 0, 14, 6, 11):
+        frames.append(
+            _frame(rng.uniform(-40, 40, (n, 2)), rng.uniform(0, 360, n), rng.uniform(0, 15, n))
+        )
+        centres.append(tuple(rng.uniform(-5, 5, 2)))
+    data, counts = stack_frames(frames, centres)
+    cfg = GraphConfig(edge_radius=30.0, k_nearest=3)
+    one = graph_batch(data, counts, cfg, max_nodes=12, max_edges=20)
+    chunked = graph_batch(data, counts, cfg, max_nodes=12, max_edges=20, budget=2 * 12 * 12)
+    for name in ("nodes", "node_mask", "movement", "edge_index", "edge_attr", "edge_mask"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(one, name), err_msg=name)
+    assert chunked.num_nodes == one.num_nodes and chunked.dropped_edges == one.dropped_edges
+    assert sum(one.dropped_nodes) > 0 and sum(one.dropped_edges) > 0

@@ -201,9 +201,12 @@ def test_unknown_policy_fails_before_spawning(grid_sc: Scenario, tmp_path: Path)
 
 
 def test_worker_killed_mid_recording_publishes_nothing(
-    default_sc: Scenario, tmp_path: Path
+    default_sc: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sc = default_sc.replace(end=1800.0)  # long enough to be killed while running
+    scratch = tmp_path / "tmp"  # the parent's scratch dir goes here, not in the shared /tmp
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
 
     def killer() -> None:
         deadline = time.monotonic() + 120
@@ -225,4 +228,4 @@ def test_worker_killed_mid_recording_publishes_nothing(
     with pytest.raises(StoreError):
         GraphStore.open(tmp_path / "ds")
     assert [p for p in mp.active_children() if p.name.startswith("tj-rl-record")] == []
-    assert list(Path(tempfile.gettempdir()).glob("tj-rl-record-*")) == []  # killed worker's files
+    assert list(scratch.iterdir()) == []  # the killed worker's files are gone too

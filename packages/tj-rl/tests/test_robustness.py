@@ -31,7 +31,7 @@ def _run_to_end(env: TrafficSignalEnv, obs: dict) -> dict:
 
 
 def test_traci_sigkill_truncates_then_reset_restarts(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(backend="traci"), scenario=default_sc)
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
     try:
         obs, _ = env.reset(seed=2)
         obs, *_ = env.step({"A0": 0})
@@ -132,7 +132,7 @@ def test_libsumo_one_simulation_per_process(default_sc: Scenario) -> None:
 
 
 def test_close_is_idempotent(default_sc: Scenario) -> None:
-    env = TrafficSignalEnv(EnvConfig(backend="traci"), scenario=default_sc)
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
     env.close()  # before any reset
     env.reset(seed=0)
     workdir = env._session.workdir
@@ -170,3 +170,22 @@ def test_missing_libsumo_is_loud(monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         make_backend("libsumo")
     assert make_backend("traci").name == "traci"
+
+
+def test_traci_close_lets_sumo_flush_its_outputs(default_sc: Scenario) -> None:
+    """After a clean TraCI close SUMO still writes its outputs: close() waits for it to exit by
+    itself instead of terminating it at once (which truncated the statistics output on a loaded
+    machine), so SUMO is never signalled and the episode metrics parse."""
+    env = TrafficSignalEnv(EnvConfig(backend="traci", metrics=True), scenario=default_sc)
+    try:
+        obs, _ = env.reset(seed=4)
+        proc = env.backend._proc
+        signalled: list[str] = []
+        proc.terminate = lambda: signalled.append("terminate")  # type: ignore[method-assign]
+        proc.kill = lambda: signalled.append("kill")  # type: ignore[method-assign]
+        info = _run_to_end(env, obs)
+        assert signalled == [] and proc.returncode == 0
+        assert info["A0"]["episode"]["throughput"] > 0
+    finally:
+        env.close()
+    assert not _zombies()

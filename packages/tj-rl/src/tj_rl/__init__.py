@@ -18,14 +18,8 @@ from tj_rl.builder import DEFAULT_SPEC, SyntheticSpec, build_scenario, default_s
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.env import TrafficSignalCore
 from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoStartError
-from tj_rl.features import (
-    EDGE_FEATURES,
-    NODE_FEATURES,
-    GraphConfig,
-    VehicleGraph,
-    build_graph,
-    build_graphs,
-)
+from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph
+from tj_rl.graphs import build_graph, build_graphs
 from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics
 from tj_rl.observation import LANE_FEATURES
 from tj_rl.recording import record_dataset
@@ -35,7 +29,7 @@ from tj_rl.scenario import Scenario
 from tj_rl.shield import PhaseProgram, SafetyShield, derive_program
 from tj_rl.snapshot import SNAPSHOT_FIELDS, RiskConfig, SnapshotBuilder, snapshot_schema
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> object:

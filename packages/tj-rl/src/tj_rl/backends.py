@@ -169,7 +169,7 @@ class TraciBackend(SumoBackend):
     name = "traci"
     _labels = itertools.count()  # process-wide counter only feeds unique labels
 
-    def __init__(self, *, connect_retries: int = 200) -> None:
+    def __init__(self, *, connect_retries: int = 200, close_grace: float = 30.0) -> None:
         super().__init__()
         import traci
 
@@ -177,6 +177,7 @@ class TraciBackend(SumoBackend):
         self._proc: subprocess.Popen[bytes] | None = None
         self._label = ""
         self.connect_retries = connect_retries
+        self.close_grace = close_grace  # s SUMO may take to flush its outputs after close
 
     @property
     def fatal_errors(self) -> tuple[type[BaseException], ...]:
@@ -224,7 +225,12 @@ class TraciBackend(SumoBackend):
         raise SumoStartError(f"SUMO (traci) could not bind a free port; stderr:\n{_tail(errlog)}")
 
     @staticmethod
-    def _reap(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    def _reap(proc: subprocess.Popen[bytes], timeout: float = 10.0, grace: float = 0.0) -> None:
+        """Wait up to ``grace`` s for SUMO to exit by itself, then terminate (kill after
+        ``timeout`` s) and reap it."""
+        if grace > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
         if proc.poll() is None:
             proc.terminate()
             try:
@@ -238,9 +244,11 @@ class TraciBackend(SumoBackend):
     def close(self) -> None:
         conn, proc = self.conn, self._proc
         self.conn, self._proc = None, None
+        closed = False
         if conn is not None:
             try:
                 conn.close(wait=False)
+                closed = True
             except Exception:  # SUMO already gone: drop the socket so traci forgets the label
                 with contextlib.suppress(Exception):
                     if conn._socket is not None:
@@ -248,7 +256,9 @@ class TraciBackend(SumoBackend):
                     conn._socket = None
                     conn.close(wait=False)
         if proc is not None:
-            self._reap(proc)
+            # after a clean close SUMO still writes and closes its outputs (tripinfo, statistics):
+            # terminating it at once truncated them on a loaded machine
+            self._reap(proc, grace=self.close_grace if closed else 0.0)
 
 
 def make_backend(name: BackendName) -> SumoBackend:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -124,7 +124,9 @@ class RandomPolicy:
 class MixedPolicy:
     def __init__(self, base: str = "fixed-time", switch_prob: float = 0.3, seed: int = 0) -> None:
         if base in ("mixed", "random") or base not in POLICIES:
-            raise ValueError(f"mixed: base {base!r} must be one of fixed-time, max-pressure, greedy")
+            raise ValueError(
+                f"mixed: base {base!r} must be one of fixed-time, max-pressure, greedy"
+            )
         if not 0.0 <= switch_prob <= 1.0:
             raise ValueError(f"mixed: switch_prob={switch_prob}, must be in [0, 1]")
         self.base = POLICIES[base]()
@@ -201,8 +203,11 @@ def evaluate(
     name = policy if isinstance(policy, str) else type(policy).__name__
     pol = make_policy(policy) if isinstance(policy, str) else policy
     cfg = config if config is not None else EnvConfig()
-    if not cfg.metrics:
-        raise ValueError("evaluate needs EnvConfig(metrics=True): metrics come from SUMO's outputs")
+    if cfg.metrics is False:
+        raise ValueError(
+            "evaluate needs EnvConfig(metrics=True or None): metrics come from SUMO's outputs"
+        )
+    cfg = replace(cfg, metrics=True)
     env = TrafficSignalCore(cfg, scenario=scenario)
     table = MetricsTable(policy=name)
     try:

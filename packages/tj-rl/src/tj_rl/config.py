@@ -46,7 +46,10 @@ class EnvConfig:
     cost_weights: Mapping[str, float] = field(
         default_factory=lambda: dict.fromkeys(COST_NAMES, 1.0)
     )
-    metrics: bool = True
+    # SUMO's tripinfo + statistics outputs for info["episode"]. They cost SUMO time every step (a
+    # tripinfo device on every vehicle) and a parse per episode, so None (the default) means off in
+    # the env, i.e. for training, and on in evaluate(); True / False force them.
+    metrics: bool | None = None
     warmup: float = 0.0
     sumo_args: tuple[str, ...] = ()
     temp_dir: str | None = None  # where episode temp dirs go (None: the system default)
@@ -77,6 +80,8 @@ class EnvConfig:
             k: float(v) for k, v in self.cost_weights.items()
         }
         object.__setattr__(self, "cost_weights", weights)  # a plain dict: picklable for workers
+        if self.metrics is not None and not isinstance(self.metrics, bool):
+            raise ValueError(f"EnvConfig.metrics: {self.metrics!r}, expected None, True or False")
         if not (isinstance(self.reward, str) or callable(self.reward)):
             raise ValueError(f"EnvConfig.reward: {self.reward!r}, expected a name or a factory")
         object.__setattr__(self, "sumo_args", tuple(str(a) for a in self.sumo_args))

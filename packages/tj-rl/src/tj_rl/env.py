@@ -29,13 +29,23 @@ from gymnasium import spaces
 
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
+from tj_rl.costs import cost_matrix
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import VehicleFrame, VehicleGraph, build_graphs
+from tj_rl.features import VehicleFrame, VehicleGraph
+from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
-from tj_rl.observation import lane_capacity, observation_space, pad_observation, phase_features
-from tj_rl.rewards import LaneStats, RewardInput, make_reward
+from tj_rl.observation import (
+    LaneLayout,
+    assemble_observations,
+    lane_batch,
+    lane_capacity,
+    light_slices,
+    observation_space,
+    phase_values,
+)
+from tj_rl.rewards import RewardInput, make_reward
 from tj_rl.scenario import Scenario
-from tj_rl.session import SumoSession
+from tj_rl.session import LightReads, SumoSession
 from tj_rl.shield import Decision, SafetyShield
 from tj_rl.topology import read_topology
 
@@ -106,6 +116,8 @@ class TrafficSignalCore:
             for a, lt in self.lights.items()
         }
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
+        self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
+        self._slices = light_slices(self.topology.lights, self._lanes)
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -117,8 +129,7 @@ class TrafficSignalCore:
         self._queue_sum, self._queue_n = 0.0, 0
         self._rng = np.random.default_rng(scenario.seed)
         self.last_episode_metrics: EpisodeMetrics | None = None
-        # raw vehicle states of the last decision step per light (recording builds uncapped graphs)
-        self.last_frames: dict[str, VehicleFrame] = {}
+        self._reads: LightReads | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def get_observation_space(self, agent_id: str) -> spaces.Space:
@@ -138,6 +149,15 @@ class TrafficSignalCore:
     def backend(self):
         return self._backend
 
+    @property
+    def last_frames(self) -> dict[str, VehicleFrame]:
+        """Raw vehicle states of the last decision step per light (all observed vehicles, before
+        the node cap; recording builds uncapped graphs from them). Built on demand."""
+        reads = self._reads
+        if reads is None:
+            return {}
+        return {agent: reads.frame(i) for i, agent in enumerate(self.possible_agents)}
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         del options
         self._close_session()
@@ -155,7 +175,7 @@ class TrafficSignalCore:
             self.scenario,
             self.topology,
             obs_radius=self.config.obs_radius,
-            metrics=self.config.metrics,
+            metrics=bool(self.config.metrics),
             extra_args=self.config.sumo_args,
             temp_dir=self.config.temp_dir,
         )
@@ -171,7 +191,7 @@ class TrafficSignalCore:
         self._counters = self._session.counters()
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
-        for agent, (_graph, inp, o) in self._observe_all().items():
+        for agent, (_graph, inp, o) in self._observe_all()[0].items():
             self._rewards[agent].reset(inp)
             obs[agent] = o
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
@@ -207,19 +227,25 @@ class TrafficSignalCore:
 
     def _check_actions(self, action_dict: Mapping[str, Any]) -> dict[str, int]:
         out = {}
+        spaces_ = self.action_spaces
         for agent, action in action_dict.items():
-            if agent not in self.action_spaces:
+            space = spaces_.get(agent)
+            if space is None:
                 raise ValueError(
                     f"action for unknown agent {agent!r}; agents are {self.possible_agents}"
                 )
-            space = self.action_spaces[agent]
-            try:
-                value = int(np.asarray(action).item())
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"agent {agent!r}: action {action!r} is not an integer of {space}"
-                ) from exc
-            if value != np.asarray(action).item() or not space.contains(value):
+            if isinstance(action, (int, np.integer)):  # the usual case: no array round trip
+                value = int(action)
+            else:
+                try:
+                    value = int(np.asarray(action).item())
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(
+                        f"agent {agent!r}: action {action!r} is not an integer of {space}"
+                    ) from exc
+                if value != np.asarray(action).item():
+                    value = -1  # a fraction: outside the space
+            if not 0 <= value < space.n:
                 raise ValueError(
                     f"agent {agent!r}: action {action!r} outside its action space {space}"
                 )
@@ -232,21 +258,29 @@ class TrafficSignalCore:
                 f"{type(self).__name__}.step() before reset() or after the episode ended"
             )
         actions = self._check_actions(action_dict)
-        decisions: dict[str, Decision] = {}
-        for agent, shield in self.shields.items():
-            decisions[agent] = shield.decide(self._t, actions.get(agent, shield.current))
+        t = self._t
+        decisions = [
+            shield.decide(t, actions.get(agent, shield.current))
+            for agent, shield in self.shields.items()
+        ]
         try:
-            self._advance(self._t + self.config.delta_time)
+            self._advance(t + self.config.delta_time)
             counters = self._session.counters()
             obs, rewards, infos = {}, {}, {}
-            queue = 0.0
-            for agent, (graph, inp, obs[agent]) in self._observe_all().items():
-                light = self.lights[agent]
+            observed, queue = self._observe_all()
+            costs = cost_matrix(
+                self._batch,
+                [d.vetoed for d in decisions],
+                counters,
+                self._counters,
+                ttc_threshold=self.config.ttc_threshold,
+                hard_brake_decel=self.config.hard_brake_decel,
+            )
+            for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
                 rewards[agent] = float(self._rewards[agent](inp))
-                queue += float(inp.lanes.halting[: light.n_in].sum())
-                infos[agent] = self._info(agent, decisions[agent], graph, inp, counters)
+                infos[agent] = self._info(agent, decisions[i], graph, costs[i])
         except SumoDiedError as exc:
-            return self._died(exc, decisions)
+            return self._died(exc, dict(zip(self.shields, decisions, strict=True)))
         self._queue_sum += queue
         self._queue_n += 1
         system = self._system(counters, queue)
@@ -262,61 +296,48 @@ class TrafficSignalCore:
         return obs, rewards, terminateds, truncateds, infos
 
     # ------------------------------------------------------------------ pieces
-    def _observe_all(self) -> dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]]:
-        """Graph, reward input and padded observation of every light at the current step."""
+    def _observe_all(
+        self,
+    ) -> tuple[dict[str, tuple[VehicleGraph, RewardInput, dict[str, np.ndarray]]], float]:
+        """Graph, reward input and padded observation of every light at the current step, from
+        one batched feature computation for all lights (``graphs.graph_batch``), and the halting
+        vehicles on all controlled approaches (the system queue)."""
         assert self._session is not None
-        cfg = self.config
-        reads = self._session.read_lights()
-        agents = list(self.lights)
-        for agent in agents:
-            self.last_frames[agent] = reads[agent][0]
-        graphs = build_graphs(
-            [reads[a][0] for a in agents],
-            [self.lights[a].centre for a in agents],
-            cfg.graph,
-            max_nodes=cfg.max_nodes,
-            max_edges=cfg.max_edges,
+        cfg, t = self.config, self._t
+        reads = self._reads = self._session.read_lights()
+        batch = self._batch = graph_batch(
+            reads.data, reads.counts, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
         )
-        return {a: self._observe(a, g, reads[a][1]) for a, g in zip(agents, graphs, strict=True)}
+        lane_stats, lane_feats, queue = lane_batch(reads.data, reads.counts, self._lanes)
+        graphs = split_graphs(batch, reads.ids)
+        phases: list[float] = []
+        masks: list[int] = []
+        for shield in self.shields.values():  # all lights' small arrays in one conversion each
+            in_clearance = t < shield.green_since
+            phases += phase_values(
+                shield.program.n_greens,
+                shield.current,
+                in_clearance,
+                shield.time_in_green(t),
+                cfg.min_green,
+                cfg.max_green,
+            )
+            masks += shield.feasible(t)
+        obs = assemble_observations(
+            batch,
+            lane_feats,
+            np.array(phases, np.float32),
+            np.array(masks, np.int8),
+            self._slices,
+        )
+        out = {}
+        for (agent, light), o, graph, lanes in zip(
+            self.lights.items(), obs, graphs, lane_stats, strict=True
+        ):
+            out[agent] = (graph, RewardInput(light=light, lanes=lanes, graph=graph), o)
+        return out, queue
 
-    def _observe(self, agent: str, graph: VehicleGraph, lanes: LaneStats):
-        light, shield, cfg = self.lights[agent], self.shields[agent], self.config
-        t = self._t
-        phase = phase_features(
-            light,
-            shield.current,
-            shield.in_clearance(t),
-            shield.time_in_green(t),
-            cfg.min_green,
-            cfg.max_green,
-        )
-        obs = pad_observation(
-            graph,
-            light,
-            lanes,
-            phase,
-            shield.mask(t),
-            cfg.max_nodes,
-            cfg.max_edges,
-            self.lane_capacity[agent],
-        )
-        return graph, RewardInput(light=light, lanes=lanes, graph=graph), obs
-
-    def _info(self, agent, decision, graph, inp, counters) -> dict[str, Any]:
-        cfg = self.config
-        low_ttc = np.zeros(graph.num_nodes, dtype=bool)
-        low_ttc[graph.edge_index[1, graph.edge_attr[:, 3] > 1.0 / cfg.ttc_threshold]] = True
-        costs = np.array(
-            [
-                float(decision.vetoed),
-                float(low_ttc.sum()),
-                float((graph.x[:, 3] < -cfg.hard_brake_decel).sum()),
-                counters["emergency_braking"] - self._counters["emergency_braking"],
-                counters["teleports"] - self._counters["teleports"],
-                counters["collisions"] - self._counters["collisions"],
-            ],
-            dtype=np.float32,
-        )
+    def _info(self, agent, decision, graph, costs) -> dict[str, Any]:
         return {
             "sim_time": self._t,
             "requested_action": decision.requested,

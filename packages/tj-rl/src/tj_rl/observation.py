@@ -17,22 +17,31 @@ outgoing lanes):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 from gymnasium import spaces
 
-from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, VehicleGraph
+from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, ROW_COLUMNS
+from tj_rl.graphs import GraphBatch
 from tj_rl.rewards import LaneStats
 from tj_rl.topology import LightTopology
 
 __all__ = [
     "LANE_FEATURES",
+    "LaneLayout",
+    "assemble_observations",
+    "lane_batch",
     "lane_capacity",
+    "light_slices",
     "observation_space",
-    "pad_observation",
     "phase_features",
+    "phase_values",
 ]
 
 LANE_FEATURES: tuple[str, ...] = ("halting", "occupancy", "waiting_time")
+_SPEED, _WAIT, _MOVE = (ROW_COLUMNS.index(c) for c in ("speed", "waiting_time", "movement"))
 _VEHICLE_SLOT = 7.5  # m per vehicle (length + min gap) for the occupancy feature
 
 
@@ -61,6 +70,23 @@ def observation_space(light: LightTopology, max_nodes: int, max_edges: int) -> s
     )
 
 
+def phase_values(
+    n_greens: int,
+    current: int,
+    in_clearance: bool,
+    time_in_green: float,
+    min_green: float,
+    max_green: float,
+) -> list[float]:
+    """The ``phase`` features as a list (the env converts all lights' lists at once)."""
+    f = [0.0] * (n_greens + 3)
+    f[current] = 1.0
+    f[-3] = float(in_clearance)
+    f[-2] = min(time_in_green / max_green, 1.0)
+    f[-1] = float(not in_clearance and time_in_green >= min_green)
+    return f
+
+
 def phase_features(
     light: LightTopology,
     current: int,
@@ -69,45 +95,121 @@ def phase_features(
     min_green: float,
     max_green: float,
 ) -> np.ndarray:
-    p = light.program.n_greens
-    f = np.zeros(p + 3, dtype=np.float32)
-    f[current] = 1.0
-    f[p] = float(in_clearance)
-    f[p + 1] = min(time_in_green / max_green, 1.0)
-    f[p + 2] = float(not in_clearance and time_in_green >= min_green)
-    return f
+    """float32 [P + 3]: one-hot current green, in-clearance flag, time in green / max green
+    (clipped to 1), min-green-reached flag."""
+    values = phase_values(
+        light.program.n_greens, current, in_clearance, time_in_green, min_green, max_green
+    )
+    return np.array(values, np.float32)
 
 
-def pad_observation(
-    graph: VehicleGraph,
-    light: LightTopology,
-    lanes: LaneStats,
-    phase: np.ndarray,
-    action_mask: np.ndarray,
-    max_nodes: int,
-    max_edges: int,
-    capacity: np.ndarray,
-) -> dict[str, np.ndarray]:
-    """Pad ``graph`` (already capped at max_nodes / max_edges) into the fixed-shape dict."""
-    n, e = graph.num_nodes, graph.edge_index.shape[1]
-    nodes = np.zeros((max_nodes, len(NODE_FEATURES)), np.float32)
-    nodes[:n] = graph.x
-    node_mask = np.zeros(max_nodes, np.int8)
-    node_mask[:n] = 1
-    edge_index = np.zeros((2, max_edges), np.int64)
-    edge_index[:, :e] = graph.edge_index
-    edge_attr = np.zeros((max_edges, len(EDGE_FEATURES)), np.float32)
-    edge_attr[:e] = graph.edge_attr
-    edge_mask = np.zeros(max_edges, np.int8)
-    edge_mask[:e] = 1
-    lane_feats = np.stack([lanes.halting, lanes.count / capacity, lanes.waiting], axis=1)
-    return {
-        "nodes": nodes,
-        "node_mask": node_mask,
-        "edge_index": edge_index,
-        "edge_attr": edge_attr,
-        "edge_mask": edge_mask,
-        "phase": phase,
-        "lanes": lane_feats.astype(np.float32),
-        "action_mask": action_mask.astype(np.int8),
-    }
+@dataclass(frozen=True, kw_only=True)
+class LaneLayout:
+    """Where each light's movements sit in the concatenated per-step lane arrays (static)."""
+
+    offsets: tuple[int, ...]  # first movement of each light
+    sizes: tuple[int, ...]  # n_in + n_out of each light
+    capacity: np.ndarray  # float32 [total]: lane_capacity of every light, concatenated
+    offset_array: np.ndarray  # intp [L, 1]: offsets, for adding to movement indices
+    incoming: np.ndarray  # bool [total]: the movement is an incoming (approach) lane
+
+    @classmethod
+    def of(cls, lights: Sequence[LightTopology], obs_radius: float) -> LaneLayout:
+        sizes = tuple(lt.n_in + lt.n_out for lt in lights)
+        offsets = tuple(int(o) for o in np.cumsum((0, *sizes[:-1])))
+        capacity = np.concatenate([lane_capacity(lt, obs_radius) for lt in lights])
+        incoming = np.concatenate([np.arange(lt.n_in + lt.n_out) < lt.n_in for lt in lights])
+        return cls(
+            offsets=offsets,
+            sizes=sizes,
+            capacity=capacity,
+            offset_array=np.array(offsets, np.intp)[:, None],
+            incoming=incoming,
+        )
+
+    @property
+    def total(self) -> int:
+        return int(self.capacity.shape[0])
+
+
+def lane_batch(
+    data: np.ndarray, counts: Sequence[int], layout: LaneLayout
+) -> tuple[list[LaneStats], np.ndarray, float]:
+    """Per-movement aggregates of every light's observed vehicles (all of them: before the node
+    cap), the ``lanes`` observation rows [total, 3] float32 and the halting vehicles on all
+    incoming lanes together (the system queue; exact: they are integer counts), with three
+    bincounts for all lights.
+
+    ``data`` is ``session.LightReads.data`` [L, m, 16]: pad rows have speed NaN and waiting 0, so
+    they add nothing to the halting and waiting sums; the counts are weighted by a real-row mask.
+    Halting: speed < 0.1 m/s (SUMO's definition)."""
+    width = data.shape[1]
+    move = data[..., _MOVE].astype(np.intp)
+    move += layout.offset_array
+    move = move.ravel()
+    total = layout.total
+    if all(c == width for c in counts):
+        count = np.bincount(move, minlength=total).astype(np.float32)
+    else:
+        real = np.arange(width) < np.asarray(counts)[:, None]
+        count = np.bincount(move, weights=real.ravel(), minlength=total).astype(np.float32)
+    halting = np.bincount(move, weights=data[..., _SPEED].ravel() < 0.1, minlength=total)
+    waiting = np.bincount(move, weights=data[..., _WAIT].ravel(), minlength=total)
+    feats = np.empty((total, len(LANE_FEATURES)), np.float32)
+    feats[:, 0] = halting
+    np.divide(count, layout.capacity, out=feats[:, 1])
+    feats[:, 2] = waiting
+    halting32, waiting32 = feats[:, 0].copy(), feats[:, 2].copy()
+    stats = [
+        LaneStats(
+            count=count[o : o + n], halting=halting32[o : o + n], waiting=waiting32[o : o + n]
+        )
+        for o, n in zip(layout.offsets, layout.sizes, strict=True)
+    ]
+    return stats, feats, float(halting[layout.incoming].sum())
+
+
+def light_slices(
+    lights: Sequence[LightTopology], lanes: LaneLayout
+) -> list[tuple[slice, slice, slice]]:
+    """Each light's (phase, lanes, action_mask) slice of the step's concatenated small arrays."""
+    out, phase, mask = [], 0, 0
+    for light, lane0, n_lanes in zip(lights, lanes.offsets, lanes.sizes, strict=True):
+        p = light.program.n_greens
+        out.append(
+            (slice(phase, phase + p + 3), slice(lane0, lane0 + n_lanes), slice(mask, mask + p))
+        )
+        phase, mask = phase + p + 3, mask + p
+    return out
+
+
+def assemble_observations(
+    batch: GraphBatch,
+    lane_feats: np.ndarray,
+    phases: np.ndarray,
+    masks: np.ndarray,
+    slices: Sequence[tuple[slice, slice, slice]],
+) -> list[dict[str, np.ndarray]]:
+    """Every light's observation dict: views of the step's batched arrays (fresh every step), the
+    graph arrays taken by iterating them (one C loop per key instead of an index per light)."""
+    return [
+        {
+            "nodes": nodes,
+            "node_mask": node_mask,
+            "edge_index": edge_index,
+            "edge_attr": edge_attr,
+            "edge_mask": edge_mask,
+            "phase": phases[sl[0]],
+            "lanes": lane_feats[sl[1]],
+            "action_mask": masks[sl[2]],
+        }
+        for nodes, node_mask, edge_index, edge_attr, edge_mask, sl in zip(
+            batch.nodes,
+            batch.node_mask,
+            batch.edge_index,
+            batch.edge_attr,
+            batch.edge_mask,
+            slices,
+            strict=True,
+        )
+    ]

@@ -32,7 +32,8 @@ from tj_data import GraphStoreWriter
 from tj_rl.baselines import POLICIES, make_policy
 from tj_rl.config import EnvConfig
 from tj_rl.env import TrafficSignalCore
-from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, build_graph
+from tj_rl.features import EDGE_FEATURES, NODE_FEATURES
+from tj_rl.graphs import build_graph
 from tj_rl.runtime import SUMO_VERSION
 from tj_rl.scenario import Scenario
 from tj_rl.snapshot import RiskConfig, SnapshotBuilder, snapshot_schema

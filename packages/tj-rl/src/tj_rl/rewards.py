@@ -24,17 +24,20 @@ from tj_rl.topology import LightTopology
 __all__ = ["REWARDS", "LaneStats", "Reward", "RewardInput", "make_reward"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class LaneStats:
-    """Lane aggregates of one light: incoming lanes first, then outgoing lanes."""
+    """Lane aggregates of one light: incoming lanes first, then outgoing lanes (a per-step value:
+    treat as read-only; not frozen because it is built for every light at every decision)."""
 
     count: np.ndarray  # float32 [n_in + n_out] vehicles on the lane
     halting: np.ndarray  # vehicles slower than 0.1 m/s
     waiting: np.ndarray  # summed waiting time (s) of the lane's vehicles
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RewardInput:
+    """What a reward sees of one light at one decision step (read-only by convention)."""
+
     light: LightTopology
     lanes: LaneStats
     graph: VehicleGraph

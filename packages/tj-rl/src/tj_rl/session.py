@@ -13,6 +13,7 @@ import itertools
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +22,20 @@ import traci.constants as tc
 
 from tj_rl.backends import SumoBackend
 from tj_rl.errors import ScenarioError, SumoDiedError, SumoStartError
-from tj_rl.features import VEHICLE_VARS, VehicleFrame, frame_from_subscription
+from tj_rl.features import (
+    FRAME_INDEX,
+    PAD_BYTES,
+    ROW_COLUMNS,
+    VEHICLE_VARS,
+    VehicleFrame,
+    subscription_rows,
+)
 from tj_rl.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
-from tj_rl.rewards import LaneStats
 from tj_rl.scenario import Scenario
 from tj_rl.shield import derive_program
 from tj_rl.topology import LightTopology, NetTopology
 
-__all__ = ["COUNTERS", "SumoSession", "lane_stats"]
-
-
-def lane_stats(frame: VehicleFrame, n_lanes: int) -> LaneStats:
-    """Per-movement aggregates of the observed vehicles (within the observation radius): vehicles,
-    halting vehicles (speed < 0.1 m/s, SUMO's definition) and summed waiting time (s)."""
-    d = frame.data
-    move = d[:, 8].astype(np.int64)
-    count = np.bincount(move, minlength=n_lanes).astype(np.float32)
-    halting = np.bincount(move, weights=d[:, 2] < 0.1, minlength=n_lanes).astype(np.float32)
-    waiting = np.bincount(move, weights=d[:, 6], minlength=n_lanes).astype(np.float32)
-    return LaneStats(count=count, halting=halting, waiting=waiting)
+__all__ = ["COUNTERS", "LightReads", "SumoSession"]
 
 
 # SUMO's cumulative counters (simulation.getParameter("", "stats.<key>")), read once per decision:
@@ -50,6 +46,33 @@ COUNTERS: dict[str, str] = {
     "emergency_braking": "safety.emergencyBraking",
 }
 SIM_VARS = (tc.VAR_TIME, tc.VAR_MIN_EXPECTED_VEHICLES)
+# Counters delivered with the step by the simulation subscription (one socket round trip fewer per
+# counter on traci). SUMO's TraCI server takes one keyed parameter per variable id, and both
+# VAR_PARAMETER and VAR_PARAMETER_WITH_KEY carry a key; libsumo subscribes only the latter (through
+# subscribeParameterWithKey). The rest is polled with getParameter (microseconds on libsumo).
+_SUBSCRIBED_COUNTERS: dict[str, tuple[tuple[int, str], ...]] = {
+    "libsumo": ((tc.VAR_PARAMETER_WITH_KEY, "collisions"),),
+    "traci": (
+        (tc.VAR_PARAMETER_WITH_KEY, "emergency_braking"),
+        (tc.VAR_PARAMETER, "teleports"),
+    ),
+}
+
+
+@dataclass(slots=True)
+class LightReads:
+    """The vehicles around every controlled light at one step: ``data`` float64 [L, m, 16]
+    (``features.ROW_COLUMNS``; light l's ``counts[l]`` vehicles first, then ``PAD_ROW``; read-only),
+    and each light's vehicle ids in row order."""
+
+    data: np.ndarray
+    counts: list[int]
+    ids: list[list[str]]
+
+    def frame(self, light: int) -> VehicleFrame:
+        """The raw ``VehicleFrame`` of light number ``light`` (a copy of its real rows)."""
+        n = self.counts[light]
+        return VehicleFrame(tuple(self.ids[light]), self.data[light, :n][:, FRAME_INDEX])
 
 
 class SumoSession:
@@ -75,20 +98,28 @@ class SumoSession:
         self.temp_dir = temp_dir
         self.workdir: Path | None = None
 
+    def _conn(self, what: str) -> Any:
+        conn = self.backend.conn
+        if conn is None:
+            raise SumoDiedError(f"{what}: no running simulation")
+        return conn
+
+    def _died(self, what: str, exc: BaseException) -> SumoDiedError:
+        stderr = self.backend.stderr_tail()
+        return SumoDiedError(
+            f"{self.backend.name}: {what} failed: {type(exc).__name__}: {exc}"
+            + (f"\nSUMO stderr:\n{stderr}" if stderr else "")
+        )
+
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
-        if not self.backend.running:
-            raise SumoDiedError(f"{what}: no running simulation")
+        self._conn(what)
         try:
             yield
         except SumoDiedError:
             raise
         except self.backend.fatal_errors as exc:
-            stderr = self.backend.stderr_tail()
-            raise SumoDiedError(
-                f"{self.backend.name}: {what} failed: {type(exc).__name__}: {exc}"
-                + (f"\nSUMO stderr:\n{stderr}" if stderr else "")
-            ) from exc
+            raise self._died(what, exc) from exc
 
     def start(self, seed: int) -> float:
         """Start SUMO, subscribe, check the live programs; return the start time."""
@@ -108,7 +139,21 @@ class SumoSession:
                         VEHICLE_VARS,
                     )
                     self._check_program(light)
-                conn.simulation.subscribe(SIM_VARS)
+                subscribed = _SUBSCRIBED_COUNTERS[self.backend.name]
+                params = {var: ("s", f"stats.{COUNTERS[c]}") for var, c in subscribed}
+                if self.backend.name == "traci":
+                    conn.simulation.subscribe(SIM_VARS + tuple(params), parameters=params)
+                else:
+                    conn.simulation.subscribe(SIM_VARS)
+                    for _, key in params.values():
+                        conn.simulation.subscribeParameterWithKey("", key)
+                self._subscribed = subscribed
+                self._polled = tuple(
+                    (c, f"stats.{k}")
+                    for c, k in COUNTERS.items()
+                    if c not in dict(subscribed).values()
+                )
+                self._sim: dict[int, Any] | None = None
                 self._programs = 0
                 self._logic_cache: dict[tuple, Any] = {}
                 # libsumo keeps the previous simulation's subscription results until the first
@@ -154,17 +199,21 @@ class SumoSession:
     @property
     def time(self) -> float:
         """Simulation time after the last step (from the simulation subscription: no round trip)."""
-        with self._guard("simulation time"):
-            return float(self._sim_results()[tc.VAR_TIME])
+        return float(self._sim_results()[tc.VAR_TIME])
 
-    def _sim_results(self) -> dict[int, float]:
-        sim = self.backend.conn.simulation
-        if self._stepped:
-            return sim.getSubscriptionResults()
-        return {
-            tc.VAR_TIME: sim.getTime(),
-            tc.VAR_MIN_EXPECTED_VEHICLES: sim.getMinExpectedNumber(),
-        }
+    def _sim_results(self) -> dict[int, Any]:
+        """The simulation subscription's results of the last step (fetched once per step)."""
+        if self._sim is None:
+            with self._guard("simulation subscription"):
+                sim = self.backend.conn.simulation
+                if self._stepped:
+                    self._sim = sim.getSubscriptionResults()
+                else:  # before the first step: plain reads (libsumo may hold stale results)
+                    self._sim = {
+                        tc.VAR_TIME: sim.getTime(),
+                        tc.VAR_MIN_EXPECTED_VEHICLES: sim.getMinExpectedNumber(),
+                    }
+        return self._sim
 
     def apply_events(self, tls_id: str, events: list[tuple[float, str]], now: float) -> None:
         """Show the timed states ``events`` (absolute times, the first one ``now``) on a light.
@@ -176,10 +225,12 @@ class SumoSession:
         """
         if abs(events[0][0] - now) > 1e-6:
             raise ValueError(f"light {tls_id}: first event at {events[0][0]}, expected now ({now})")
-        tl = self.backend.conn.trafficlight
+        tl = self._conn(f"light {tls_id}").trafficlight
         if len(events) == 1:
-            with self._guard(f"setRedYellowGreenState({tls_id})"):
+            try:
                 tl.setRedYellowGreenState(tls_id, events[0][1])
+            except self.backend.fatal_errors as exc:
+                raise self._died(f"setRedYellowGreenState({tls_id})", exc) from exc
             return
         times = [t for t, _ in events]
         durations = (*(b - a for a, b in itertools.pairwise(times)), 1e9)
@@ -190,41 +241,71 @@ class SumoSession:
             logic = self._logic_cache[key] = tl.Logic("tj-rl", 0, 0, phases)
         self._programs += 1
         logic.programID = f"tj-rl-{self._programs}"
-        with self._guard(f"setProgramLogic({tls_id})"):
+        try:
             tl.setProgramLogic(tls_id, logic)
+        except self.backend.fatal_errors as exc:
+            raise self._died(f"setProgramLogic({tls_id})", exc) from exc
 
     def step_to(self, t: float) -> None:
-        with self._guard(f"simulationStep({t:g})"):
-            self.backend.conn.simulationStep(t)
+        conn = self._conn(f"simulationStep({t:g})")
+        try:
+            conn.simulationStep(t)
+        except self.backend.fatal_errors as exc:
+            raise self._died(f"simulationStep({t:g})", exc) from exc
         self._stepped = True
+        self._sim = None
 
-    def read_lights(self) -> dict[str, tuple[VehicleFrame, LaneStats]]:
+    def read_lights(self) -> LightReads:
         """Vehicles of every light from the last step's context subscriptions (delivered with the
-        step: no round trip), and per-movement lane aggregates computed from them."""
-        with self._guard("subscription results"):
-            conn = self.backend.conn
-            vehicles = {
-                lt.tls_id: (conn.junction.getContextSubscriptionResults(lt.junction_id) or {})
-                if self._stepped
-                else {}
-                for lt in self.topology.lights
-            }
-        out = {}
-        for light in self.topology.lights:
-            frame = frame_from_subscription(vehicles[light.tls_id], light.lane_table)
-            out[light.tls_id] = (frame, lane_stats(frame, light.n_in + light.n_out))
-        return out
+        step: no round trip), parsed in one pass and converted to numpy once for all lights."""
+        lights = self.topology.lights
+        get = self._conn("subscription results").junction.getContextSubscriptionResults
+        try:  # libsumo keeps the previous simulation's results until the first step
+            results = [get(lt.junction_id) or {} for lt in lights] if self._stepped else None
+        except self.backend.fatal_errors as exc:
+            raise self._died("subscription results", exc) from exc
+        rows: list[bytes] = []
+        ids: list[list[str]] = []
+        counts: list[int] = []
+        for i, light in enumerate(lights):
+            ids.append([])
+            if results is None:
+                counts.append(0)
+                continue
+            counts.append(
+                subscription_rows(results[i], light.lane_table, light.centre, rows, ids[i])
+            )
+        width = max(counts)
+        if any(c != width for c in counts):  # pad every light to the widest: PAD_BYTES rows
+            padded, start = [], 0
+            for c in counts:
+                padded += rows[start : start + c]
+                padded.append(PAD_BYTES * (width - c))
+                start += c
+            rows = padded
+        data = np.frombuffer(b"".join(rows), np.float64)
+        data = data.reshape(len(lights), width, len(ROW_COLUMNS))
+        return LightReads(data=data, counts=counts, ids=ids)
 
     def counters(self) -> dict[str, float]:
         """SUMO's cumulative counters (teleports, collisions, emergency braking) and the number
         of vehicles still expected (running + to be inserted)."""
-        with self._guard("statistics counters"):
-            sim = self.backend.conn.simulation
-            out = {
-                name: float(sim.getParameter("", f"stats.{key}")) for name, key in COUNTERS.items()
-            }
-            out["min_expected"] = float(self._sim_results()[tc.VAR_MIN_EXPECTED_VEHICLES])
-            return out
+        res = self._sim_results()
+        out = {"min_expected": float(res[tc.VAR_MIN_EXPECTED_VEHICLES])}
+        polled = self._polled
+        if self._stepped:
+            for var, name in self._subscribed:
+                value = res[var]
+                out[name] = float(value[1] if var == tc.VAR_PARAMETER_WITH_KEY else value)
+        else:
+            polled = tuple((c, f"stats.{k}") for c, k in COUNTERS.items())
+        sim = self._conn("statistics counters").simulation
+        try:
+            for name, key in polled:
+                out[name] = float(sim.getParameter("", key))
+        except self.backend.fatal_errors as exc:
+            raise self._died("statistics counters", exc) from exc
+        return out
 
     def finish(self, *, mean_queue: float, vetoes: int) -> EpisodeMetrics | None:
         """Close SUMO (flushing its outputs), parse the metrics, remove the temp dir."""

@@ -148,9 +148,9 @@ def derive_program(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Decision:
-    """What the shield did with one request."""
+    """What the shield did with one request (a per-decision value: treat as read-only)."""
 
     requested: int
     applied: int
@@ -167,6 +167,7 @@ class SafetyShield:
                 f"SafetyShield({program.tls_id}): need 0 <= min_green < max_green, got {min_green}, {max_green}"
             )
         self.program = program
+        self._n = program.n_greens
         self.min_green = float(min_green)
         self.max_green = float(max_green)
         self.current = 0
@@ -190,15 +191,19 @@ class SafetyShield:
 
     def mask(self, t: float) -> np.ndarray:
         """int8 [n_greens]: 1 where requesting that green at ``t`` is feasible."""
-        n = self.program.n_greens
-        m = np.zeros(n, dtype=np.int8)
-        if self.in_clearance(t) or t - self.green_since < self.min_green or n == 1:
+        return np.array(self.feasible(t), dtype=np.int8)
+
+    def feasible(self, t: float) -> list[int]:
+        """``mask(t)`` as a list (the env batches the lists of all lights into one array)."""
+        n = self._n
+        if t < self.green_since or t - self.green_since < self.min_green or n == 1:
+            m = [0] * n
             m[self.current] = 1
         elif t - self.green_since >= self.max_green:
-            m[:] = 1
+            m = [1] * n
             m[self.current] = 0
         else:
-            m[:] = 1
+            m = [1] * n
         return m
 
     def _reason(self, t: float) -> str:
@@ -210,12 +215,12 @@ class SafetyShield:
 
     def decide(self, t: float, action: int) -> Decision:
         """Apply ``action`` (a green index) at decision time ``t``, or the safe action if infeasible."""
-        n = self.program.n_greens
+        n = self._n
         if not 0 <= int(action) < n:
             raise ValueError(
                 f"traffic light {self.program.tls_id!r}: action {action} outside [0, {n})"
             )
-        mask = self.mask(t)
+        mask = self.feasible(t)
         action = int(action)
         if mask[action]:
             applied, vetoed, reason = action, False, ""

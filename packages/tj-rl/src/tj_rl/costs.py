@@ -1,0 +1,43 @@
+"""The named safety costs of every controlled light at one decision step (README "Costs"), computed
+for all lights at once from the step's padded graph batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tj_rl.config import COST_NAMES
+from tj_rl.graphs import GraphBatch
+
+__all__ = ["SHARED_COUNTERS", "cost_matrix"]
+
+# SUMO's network-wide counters behind the last three costs, in COST_NAMES order
+SHARED_COUNTERS: tuple[str, ...] = ("emergency_braking", "teleports", "collisions")
+
+
+def cost_matrix(
+    batch: GraphBatch,
+    vetoed: Sequence[bool],
+    counters: Mapping[str, float],
+    previous: Mapping[str, float],
+    *,
+    ttc_threshold: float,
+    hard_brake_decel: float,
+) -> np.ndarray:
+    """float32 [L, len(COST_NAMES)]: veto, vehicles (edge targets) in a pair with time-to-collision
+    below ``ttc_threshold``, vehicles decelerating harder than ``hard_brake_decel``, and SUMO's
+    emergency braking / teleports / collisions in the interval (``counters - previous``, shared)."""
+    costs = np.empty((len(vetoed), len(COST_NAMES)), np.float32)
+    costs[:, 0] = vetoed
+    low = batch.edge_attr[..., 3] > 1.0 / ttc_threshold  # [L, E]; padding is 0
+    if low.any():
+        li, ei = low.nonzero()
+        flagged = np.zeros(batch.nodes.shape[:2], bool)
+        flagged[li, batch.edge_index[li, 1, ei]] = True
+        costs[:, 1] = flagged.sum(axis=1)
+    else:
+        costs[:, 1] = 0.0
+    costs[:, 2] = (batch.nodes[..., 3] < -hard_brake_decel).sum(axis=1)
+    costs[:, 3:] = [counters[k] - previous[k] for k in SHARED_COUNTERS]
+    return costs
