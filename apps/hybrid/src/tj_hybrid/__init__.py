@@ -4,6 +4,7 @@ Entry points: ``uv run apps/hybrid --phase all`` (or the ``tj-hybrid`` console s
 ``uv run apps/hybrid doctor``. Library use: ``load_config`` then ``run_phase1``.
 """
 
+from tj_hybrid import _warnings  # noqa: F401  (first: silences one import-time warning)
 from tj_hybrid.config import HybridConfig, load_config
 from tj_hybrid.doctor import Check, run_checks
 from tj_hybrid.phase1 import run_phase1
