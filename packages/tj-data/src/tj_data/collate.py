@@ -16,7 +16,7 @@ import torch
 
 from tj_data.batch import GraphBatch
 from tj_data.errors import SchemaMismatchError
-from tj_data.schema import EDGE_INDEX, FieldSpec, Schema
+from tj_data.schema import EDGE_INDEX, SUPPORTED_DTYPES, FieldSpec, Schema
 
 __all__ = ["DEQUANTIZE", "BatchTransform", "GraphCollator", "collate_graphs", "forward"]
 
@@ -69,20 +69,7 @@ class _Arena:
             self.arrays[k] = raw[o : o + n].view(dt).reshape(shape)
 
 
-_TORCH = {
-    np.dtype(name): getattr(torch, name)
-    for name in (
-        "bool",
-        "int8",
-        "uint8",
-        "int16",
-        "int32",
-        "int64",
-        "float16",
-        "float32",
-        "float64",
-    )
-}
+_TORCH = {np.dtype(name): getattr(torch, name) for name in SUPPORTED_DTYPES}
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
 
