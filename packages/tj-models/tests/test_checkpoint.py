@@ -133,6 +133,20 @@ def test_crash_between_weights_and_config_is_detected(
     TrafficAgent.load(ckpt)
 
 
+def test_leftovers_of_a_killed_writer_are_removed_by_the_next_save(
+    tmp_path: Path, tiny_agent: TrafficAgent
+) -> None:
+    """A writer killed mid-save leaves its private folder, with safetensors' own temp file
+    (``.tmpXXXXXX``) inside; nothing is left next to the checkpoint files after the next save."""
+    tiny_agent.save(tmp_path)
+    stale = tmp_path / ".writing-k1ll3d"
+    stale.mkdir()
+    (stale / ".tmpAbC123").write_bytes(b"half a safetensors file")
+    tiny_agent.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    TrafficAgent.load(tmp_path)
+
+
 _WRITER = """
 import importlib.util, json, sys
 from pathlib import Path

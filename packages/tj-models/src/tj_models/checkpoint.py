@@ -1,7 +1,7 @@
 """Model checkpoints as ``config.json`` + ``model.safetensors``: atomic, checksummed, no pickle.
 
 safetensors stores raw tensors only, so loading can never execute code (unlike ``torch.load``
-without ``weights_only``). Both files are written atomically (temp file in the same directory,
+without ``weights_only``). Both files are written atomically (a private folder in the same directory,
 fsync, rename, fsync of the directory); the weights first, then the config that records their
 sha256, so a crash between the two is detected on load as a checksum mismatch instead of silently
 pairing a config with the wrong weights.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -35,6 +36,7 @@ __all__ = [
 FORMAT = "tj-models/agent-v1"
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+_WORK_PREFIX = ".writing-"
 
 
 class CheckpointError(RuntimeError):
@@ -57,17 +59,20 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    """``write`` into a private folder next to ``path``, fsync, rename over ``path``.
+
+    A folder, not a temp file: safetensors itself writes through a temp file of its own
+    (``.tmpXXXXXX``) next to the path it is given, so whatever a killed writer leaves behind is
+    inside this one folder, which the next writer removes."""
+    work = Path(tempfile.mkdtemp(prefix=_WORK_PREFIX, dir=path.parent))
     try:
+        tmp = work / path.name
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     _fsync_dir(path.parent)
 
 
@@ -88,9 +93,8 @@ def write_checkpoint(
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (WEIGHTS_NAME, CONFIG_NAME):  # temp files left by a writer that was killed
-        for stale in directory.glob(f".{name}.*.tmp"):
-            stale.unlink(missing_ok=True)
+    for stale in directory.glob(f"{_WORK_PREFIX}*"):  # left by a writer that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
     weights = directory / WEIGHTS_NAME
     _atomic_write(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
