@@ -4,6 +4,8 @@ overflow counting, rewards and bad input."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -300,3 +302,19 @@ def test_metrics_switch() -> None:
     assert EnvConfig().metrics is None  # off in the env (training), on in evaluate()
     with pytest.raises(ValueError, match=r"EnvConfig\.metrics"):
         EnvConfig(metrics="yes")
+
+
+def test_env_process_imports_neither_torch_nor_ray():
+    """An env or recording process stays small: tj_rl's top level (env, baselines, recording)
+    must not import torch (~350 MiB PSS) or Ray; only ``TrafficSignalEnv`` loads RLlib."""
+    code = (
+        "import sys\n"
+        "from tj_rl import TrafficSignalCore, evaluate, record_dataset\n"
+        "bad = sorted(m for m in ('torch', 'ray') if m in sys.modules)\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

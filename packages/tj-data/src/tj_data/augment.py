@@ -28,7 +28,7 @@ from tj_data.errors import SchemaMismatchError
 from tj_data.schema import Schema
 from tj_data.seeding import SeedContext
 
-__all__ = ["PRESETS", "AugmentConfig", "Augmenter"]
+__all__ = ["AUGMENT_PRESETS", "PRESETS", "AugmentConfig", "Augmenter"]
 
 Columns = Mapping[str, Sequence[str] | None]
 
@@ -43,6 +43,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "phase2": {},
     "phase3": {"time_shift": 2, "speed_noise": 0.3},
 }
+# the package-level name (tj_data.AUGMENT_PRESETS)
+AUGMENT_PRESETS = PRESETS
 
 
 def _cols(m: Columns) -> dict[str, tuple[str, ...] | None]:

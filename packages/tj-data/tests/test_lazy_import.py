@@ -1,0 +1,49 @@
+"""The package's top level loads names on first use: store-only users never import torch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tj_data
+
+
+def _stub_all() -> list[str]:
+    stub = ast.parse(Path(tj_data.__file__).with_suffix(".pyi").read_text())
+    for node in stub.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__":
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("__init__.pyi has no __all__")
+
+
+def test_every_listed_name_resolves_and_all_matches_the_stub():
+    listed = _stub_all()
+    assert sorted(tj_data.__all__) == sorted(listed)
+    assert sorted(dir(tj_data)) == sorted(listed)
+    for name in listed:
+        assert getattr(tj_data, name) is not None, name
+    assert tj_data.AUGMENT_PRESETS is tj_data.augment.PRESETS
+
+
+def test_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        _ = tj_data.NoSuchThing
+
+
+def test_store_writing_and_reading_do_not_import_torch(tmp_path: Path):
+    code = f"""
+import sys
+import numpy as np
+from tj_data import FieldSpec, GraphStore, GraphStoreWriter, Schema
+assert "torch" not in sys.modules, "importing the store names pulled in torch"
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
