@@ -66,6 +66,43 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system + live
 
 
+def random_feasible(obs: dict, rng) -> dict[str, int]:
+    """tj-rl's side: a uniformly random feasible green per agent (what ``rng.choice`` draws)."""
+    acts = {}
+    for agent, o in obs.items():
+        feasible = o["action_mask"].nonzero()[0]
+        acts[agent] = int(feasible[rng.integers(len(feasible))])
+    return acts
+
+
+def import_sumo_rl(backend: str):
+    """sumo-rl's ``SumoEnvironment`` class, imported for ``backend`` (its release reads
+    ``SUMO_HOME`` and ``LIBSUMO_AS_TRACI`` at import time)."""
+    import sumo
+
+    os.environ["SUMO_HOME"] = sumo.SUMO_HOME
+    if backend == "libsumo":
+        os.environ["LIBSUMO_AS_TRACI"] = "1"
+    from sumo_rl import SumoEnvironment
+
+    return SumoEnvironment
+
+
+def sumo_rl_env(env_cls, a: argparse.Namespace, extra: str | None = None):
+    """sumo-rl's env on ``a.net`` / ``a.routes`` with the benchmark's signal protocol."""
+    return env_cls(net_file=a.net, route_file=a.routes, num_seconds=int(a.seconds),
+                   delta_time=int(a.delta), yellow_time=int(a.yellow), min_green=10,
+                   max_green=60, sumo_seed=a.seed, sumo_warnings=False, single_agent=False,
+                   additional_sumo_cmd=extra)  # fmt: skip
+
+
+def sumo_rl_reset(env, seed: int) -> None:
+    """Reset and seed every light's action space (sumo-rl's side draws uniform actions)."""
+    env.reset(seed=seed)
+    for i, ts in enumerate(env.ts_ids):
+        env.action_spaces(ts).seed(seed + i)
+
+
 def _worker_tj(a: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -82,11 +119,7 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:
-        acts = {}
-        for ag, o in obs.items():  # a uniformly random feasible green (what rng.choice draws)
-            feasible = o["action_mask"].nonzero()[0]
-            acts[ag] = int(feasible[rng.integers(len(feasible))])
-        obs, _, _, trunc, _ = env.step(acts)
+        obs, _, _, trunc, _ = env.step(random_feasible(obs, rng))
         steps += 1
         if env.sim_time + 2 * a.delta > a.seconds and not pss:  # SUMO still running: measure once
             tp = time.perf_counter()
@@ -106,35 +139,15 @@ def _result(a, t0, t1, t2, probe_s, cpu_s, steps, pss, lights) -> dict:
 
 
 def _worker_sumo_rl(a: argparse.Namespace) -> dict:
-    import sumo
-
-    os.environ["SUMO_HOME"] = sumo.SUMO_HOME  # sumo-rl's release needs it before import
-    if a.backend == "libsumo":
-        os.environ["LIBSUMO_AS_TRACI"] = "1"
-    from sumo_rl import SumoEnvironment
-
+    env_cls = import_sumo_rl(a.backend)
     out = Path(tempfile.mkdtemp(prefix="bench-sumo-rl-"))
     extra = None
     if a.outputs == "on":  # the same outputs tj-rl writes with metrics=True
         extra = (f"--tripinfo-output {out / 'tripinfo.xml'} --tripinfo-output.write-unfinished "
                  f"true --statistic-output {out / 'statistics.xml'}")  # fmt: skip
     t0 = time.perf_counter()
-    env = SumoEnvironment(
-        net_file=a.net,
-        route_file=a.routes,
-        num_seconds=int(a.seconds),
-        delta_time=int(a.delta),
-        yellow_time=int(a.yellow),
-        min_green=10,
-        max_green=60,
-        sumo_seed=a.seed,
-        sumo_warnings=False,
-        single_agent=False,
-        additional_sumo_cmd=extra,
-    )
-    env.reset(seed=a.seed)
-    for i, ts in enumerate(env.ts_ids):
-        env.action_spaces(ts).seed(a.seed + i)
+    env = sumo_rl_env(env_cls, a, extra)
+    sumo_rl_reset(env, a.seed)
     t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:

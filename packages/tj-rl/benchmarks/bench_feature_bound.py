@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import bench_env  # the sibling script: same action choice and sumo-rl set-up
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 REPLAYED = ("graph_batch", "lane_batch", "cost_matrix", "split_graphs")
 
 
@@ -65,33 +65,17 @@ def _episode(env, seed: int) -> float:
     rng = np.random.default_rng(seed)
     t = time.process_time()
     while True:
-        acts = {}
-        for agent, o in obs.items():
-            feasible = o["action_mask"].nonzero()[0]
-            acts[agent] = int(feasible[rng.integers(len(feasible))])
-        obs, _, _, trunc, _ = env.step(acts)
+        obs, _, _, trunc, _ = env.step(bench_env.random_feasible(obs, rng))
         if trunc["__all__"]:
             return time.process_time() - t
 
 
 def _sumo_rl_worker(a: argparse.Namespace) -> None:
     """Runs under the scratch interpreter: two sumo-rl episodes, prints the second's CPU s."""
-    import os
-
-    import sumo
-
-    os.environ["SUMO_HOME"] = sumo.SUMO_HOME  # sumo-rl's release needs it before import
-    os.environ["LIBSUMO_AS_TRACI"] = "1"
-    from sumo_rl import SumoEnvironment
-
-    env = SumoEnvironment(net_file=a.net, route_file=a.routes, num_seconds=int(a.seconds),
-                          delta_time=10, yellow_time=3, min_green=10, max_green=60,
-                          sumo_seed=a.seed, sumo_warnings=False, single_agent=False)  # fmt: skip
+    env = bench_env.sumo_rl_env(bench_env.import_sumo_rl("libsumo"), a)
     cpu = []
     for _ in range(2):
-        env.reset(seed=a.seed)
-        for i, ts in enumerate(env.ts_ids):
-            env.action_spaces(ts).seed(a.seed + i)
+        bench_env.sumo_rl_reset(env, a.seed)
         t = time.process_time()
         while True:
             done = env.step({ts: env.action_spaces(ts).sample() for ts in env.ts_ids})[2]
@@ -119,6 +103,8 @@ def main() -> int:
     ap.add_argument("--sumocfg", type=Path, help="scenario (default: the embedded one)")
     ap.add_argument("--sumo-rl-python", help="interpreter of a scratch env with sumo-rl installed")
     ap.add_argument("--worker-sumo-rl", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--delta", type=float, default=10.0, help=argparse.SUPPRESS)
+    ap.add_argument("--yellow", type=float, default=3.0, help=argparse.SUPPRESS)
     ap.add_argument("--net", help=argparse.SUPPRESS)
     ap.add_argument("--routes", help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -13,7 +13,7 @@ Loading within a RAM budget: `plan_loader` -> `LoaderPlan`, `build_loader`, `aut
 # Every public name is imported on first use (SPEC 1 lazy loading, scientific-python's
 # lazy_loader): the names and their modules are listed once, in __init__.pyi, which type checkers
 # and IDEs read. Why: most modules need torch, and a process that only writes a store (a SUMO
-# recording worker, an env process) must not pay torch's ~1 s import and ~350 MiB of PSS for it.
+# recording worker, an env process) must not pay torch's ~1 s import and ~380 MiB of PSS for it.
 import lazy_loader as _lazy
 
 __getattr__, __dir__, __all__ = _lazy.attach_stub(__name__, __file__)
