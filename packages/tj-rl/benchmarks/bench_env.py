@@ -6,7 +6,9 @@ same loop (SUMO child included for traci: less sensitive to other jobs on a shar
 time), on the embedded default scenario (1 light) and on a synthetic NxN grid with light and heavy
 demand, with the libsumo and the traci backend, with SUMO's metric outputs off (training) and on
 (tripinfo with unfinished trips + statistics, on both sides: the same work). Also the PSS of the
-env's process tree near the end of the episode (SUMO child included for traci).
+env's process tree near the end of the episode (SUMO child included for traci). On libsumo, also
+the CPU time spent inside ``simulationStep`` on each side (SUMO's own work) against the rest.
+tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba).
 
 Both sides get the same signal protocol: decisions every ``--delta`` s, ``--yellow`` s of yellow,
 min/max green 10/60 s; tj-rl's all-red defaults to 0 here because sumo-rl has none (``--all-red 2``
@@ -66,6 +68,37 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system + live
 
 
+class SumoClock:
+    """CPU seconds spent inside ``libsumo.simulationStep`` (SUMO's own simulation and subscription
+    work, for the in-process backend; both sides call it through a module attribute: tj-rl's
+    ``libsumo``, sumo-rl's ``traci``, which re-exports libsumo's functions)."""
+
+    def __init__(self, backend: str) -> None:
+        self.seconds: float | None = None
+        if backend != "libsumo":
+            return
+        import libsumo
+
+        self.seconds = 0.0
+        step = libsumo.simulationStep
+
+        def timed(*args, **kwargs):
+            t = time.process_time()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - t
+
+        libsumo.simulationStep = timed
+        traci = sys.modules.get("traci")  # LIBSUMO_AS_TRACI: sumo-rl's traci re-exports libsumo's
+        if traci is not None and getattr(traci, "simulationStep", None) is step:
+            traci.simulationStep = timed
+
+    def reset(self) -> None:
+        if self.seconds is not None:
+            self.seconds = 0.0
+
+
 def random_feasible(obs: dict, rng) -> dict[str, int]:
     """tj-rl's side: a uniformly random feasible green per agent (what ``rng.choice`` draws)."""
     acts = {}
@@ -109,13 +142,15 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     from tj_rl import EnvConfig, Scenario, TrafficSignalCore
 
     sc = Scenario.from_sumocfg(a.sumocfg, end=a.seconds)
+    clock = SumoClock(a.backend)
     t0 = time.perf_counter()
     cfg = EnvConfig(backend=a.backend, delta_time=a.delta, yellow_time=a.yellow,
                     all_red_time=a.all_red, min_green=10.0, max_green=60.0,
-                    metrics=a.outputs == "on")  # fmt: skip
+                    metrics=a.outputs == "on", kernel=a.kernel)  # fmt: skip
     env = TrafficSignalCore(cfg, scenario=sc)
     obs, _ = env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
+    clock.reset()
     t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:
@@ -130,16 +165,17 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     t2 = time.perf_counter()
     env.close()
     c2 = _cpu()
-    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.possible_agents))
+    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.possible_agents), clock)
 
 
-def _result(a, t0, t1, t2, probe_s, cpu_s, steps, pss, lights) -> dict:
+def _result(a, t0, t1, t2, probe_s, cpu_s, steps, pss, lights, clock: SumoClock) -> dict:
     return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe_s, "cpu_s": cpu_s, "sim_s": a.seconds,
-            "steps": steps, "pss_mib": pss, "lights": lights}  # fmt: skip
+            "steps": steps, "pss_mib": pss, "lights": lights, "sumo_cpu_s": clock.seconds}  # fmt: skip
 
 
 def _worker_sumo_rl(a: argparse.Namespace) -> dict:
     env_cls = import_sumo_rl(a.backend)
+    clock = SumoClock(a.backend)
     out = Path(tempfile.mkdtemp(prefix="bench-sumo-rl-"))
     extra = None
     if a.outputs == "on":  # the same outputs tj-rl writes with metrics=True
@@ -148,6 +184,7 @@ def _worker_sumo_rl(a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     env = sumo_rl_env(env_cls, a, extra)
     sumo_rl_reset(env, a.seed)
+    clock.reset()
     t1, c1 = time.perf_counter(), _cpu()
     steps, pss, probe_s = 0, 0.0, 0.0
     while True:
@@ -166,7 +203,7 @@ def _worker_sumo_rl(a: argparse.Namespace) -> dict:
     for f in out.iterdir():
         f.unlink()
     out.rmdir()
-    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.ts_ids))
+    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.ts_ids), clock)
 
 
 # ---------------------------------------------------------------- driver
@@ -191,8 +228,13 @@ def _scenarios(tmp: Path, a: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
-def _run(python: str, impl: str, backend: str, outputs: str, files: dict, seed: int, a) -> dict:
+def _tj_label(kernel: str) -> str:
+    return "tj-rl" if kernel == "numpy" else f"tj-rl {kernel}"
+
+
+def _run(python, impl, backend, outputs, kernel, files: dict, seed: int, a) -> dict:
     cmd = [python, str(HERE), "--worker", impl, "--backend", backend, "--outputs", outputs,
+           *(["--kernel", kernel] if kernel else []),
            "--sumocfg", files["sumocfg"], "--net", files["net"], "--routes", files["routes"],
            "--seconds", str(a.seconds), "--delta", str(a.delta), "--yellow", str(a.yellow),
            "--all-red", str(a.all_red), "--seed", str(seed)]  # fmt: skip
@@ -227,26 +269,46 @@ def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
         f"{a.runs} interleaved runs (seeds {a.seed} to {a.seed + a.runs - 1}). Outputs on = tripinfo "
         "(with unfinished) + statistics on both sides.",
         "",
-        "| scenario | backend | SUMO outputs | tj-rl sim-s/wall-s | sumo-rl sim-s/wall-s | "
-        "speed-up (wall) | speed-up (CPU) | tj-rl PSS MiB | sumo-rl PSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| scenario | backend | SUMO outputs | tj-rl kernel | tj-rl sim-s/wall-s | sumo-rl "
+        "sim-s/wall-s | speed-up (wall) | speed-up (CPU) | tj-rl PSS MiB | sumo-rl PSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sname in scen:
         for backend in a.backends:
             for outputs in a.outputs_list:
-                t = med[f"{sname}|{backend}|{outputs}|tj-rl"]
                 s = med.get(f"{sname}|{backend}|{outputs}|sumo-rl")
-                if s is None:
-                    lines.append(f"| {sname} | {backend} | {outputs} | {t['sim_per_wall']:.0f} | - "
-                                 f"| - | - | {t['pss_mib']:.0f} | - |")  # fmt: skip
-                    continue
-                wall = t["sim_per_wall"] / s["sim_per_wall"]
-                cpu = t["sim_per_cpu"] / s["sim_per_cpu"]
-                lines.append(
-                    f"| {sname} | {backend} | {outputs} | {t['sim_per_wall']:.0f} | "
-                    f"{s['sim_per_wall']:.0f} | {wall:.2f}x | {cpu:.2f}x | {t['pss_mib']:.0f} | "
-                    f"{s['pss_mib']:.0f} |"
-                )
+                for kernel in a.kernels:
+                    t = med[f"{sname}|{backend}|{outputs}|{_tj_label(kernel)}"]
+                    row = (
+                        f"| {sname} | {backend} | {outputs} | {kernel} | {t['sim_per_wall']:.0f} |"
+                    )
+                    if s is None:
+                        lines.append(f"{row} - | - | - | {t['pss_mib']:.0f} | - |")
+                        continue
+                    wall = t["sim_per_wall"] / s["sim_per_wall"]
+                    cpu = t["sim_per_cpu"] / s["sim_per_cpu"]
+                    lines.append(
+                        f"{row} {s['sim_per_wall']:.0f} | {wall:.2f}x | {cpu:.2f}x | "
+                        f"{t['pss_mib']:.0f} | {s['pss_mib']:.0f} |"
+                    )
+    return "\n".join(lines)
+
+
+def _split_table(med: dict) -> str:
+    """Where the CPU time of a libsumo episode goes, per side (medians over the rounds)."""
+    lines = [
+        "",
+        "CPU seconds per episode on libsumo (median): inside `simulationStep` (SUMO's simulation "
+        "and subscriptions) and the rest (the env's Python, SWIG conversions, the action choice).",
+        "",
+        "| cell | CPU s | in simulationStep | rest |",
+        "|---|---|---|---|",
+    ]
+    for key, m in med.items():
+        if "sumo_cpu_s" in m:
+            cell = " / ".join(p for p in key.split("|") if p != "libsumo")
+            lines.append(f"| {cell} | {m['cpu_s']:.3f} | {m['sumo_cpu_s']:.3f} | "
+                         f"{m['rest_cpu_s']:.3f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -260,6 +322,9 @@ def main() -> int:
     ap.add_argument("--routes", help=argparse.SUPPRESS)
     ap.add_argument("--backend", default="libsumo", help=argparse.SUPPRESS)
     ap.add_argument("--outputs", default="off", help=argparse.SUPPRESS)
+    ap.add_argument("--kernel", default="numpy", help=argparse.SUPPRESS)
+    ap.add_argument("--kernels", nargs="+", choices=("numpy", "numba"), default=["numpy", "numba"],
+                    help="tj-rl feature kernels to measure (EnvConfig.kernel)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5, help="runs per cell (median reported), >= 3")
     ap.add_argument("--seconds", type=float, default=1800.0, help="episode length (simulated s)")
     ap.add_argument("--delta", type=float, default=10.0, help="decision interval (s)")
@@ -285,9 +350,9 @@ def main() -> int:
         return 0
     if a.runs < 3:
         ap.error("--runs must be >= 3 (medians of at least 3 runs)")
-    impls = [("tj-rl", sys.executable, "tj")]
+    impls = [(_tj_label(k), sys.executable, "tj", k) for k in a.kernels]
     if a.sumo_rl_python:
-        impls.append(("sumo-rl", a.sumo_rl_python, "sumo-rl"))
+        impls.append(("sumo-rl", a.sumo_rl_python, "sumo-rl", ""))
     machine, loads = _machine(), [_load()]
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="tj-rl-bench-") as tmp:
@@ -296,8 +361,8 @@ def main() -> int:
             for sname, files in scen.items():
                 for backend in a.backends:
                     for outputs in a.outputs_list:
-                        for label, python, impl in impls:
-                            r = _run(python, impl, backend, outputs, files, a.seed + run, a)
+                        for label, python, impl, kernel in impls:
+                            r = _run(python, impl, backend, outputs, kernel, files, a.seed + run, a)
                             r["load"] = _load()
                             loads.append(r["load"])
                             results.setdefault(f"{sname}|{backend}|{outputs}|{label}", []).append(r)
@@ -309,7 +374,13 @@ def main() -> int:
                "sim_per_cpu": statistics.median(r["sim_s"] / r["cpu_s"] for r in v),
                "startup_s": statistics.median(r["startup_s"] for r in v),
                "pss_mib": statistics.median(r["pss_mib"] for r in v)} for k, v in results.items()}  # fmt: skip
+    for k, v in results.items():  # libsumo: CPU in SUMO's step vs the rest (Python), per episode
+        if v[0]["sumo_cpu_s"] is not None:
+            med[k]["cpu_s"] = statistics.median(r["cpu_s"] for r in v)
+            med[k]["sumo_cpu_s"] = statistics.median(r["sumo_cpu_s"] for r in v)
+            med[k]["rest_cpu_s"] = statistics.median(r["cpu_s"] - r["sumo_cpu_s"] for r in v)
     print(_table(a, scen, med, machine, loads))
+    print(_split_table(med))
     if a.out:
         a.out.write_text(json.dumps({"machine": machine, "loads": loads,
                                      "args": {k: str(v) for k, v in vars(a).items()},

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tj_rl.backends import BackendName
 from tj_rl.features import GraphConfig
 
-__all__ = ["COST_NAMES", "EnvConfig"]
+__all__ = ["COST_NAMES", "EnvConfig", "KernelName"]
+
+# How the step's features are computed: numpy, or ``numba_kernels`` (the same arrays bit for bit,
+# compiled; faster steps for numba's import in every env process). README "Feature kernels".
+KernelName = Literal["numpy", "numba"]
 
 # Named safety costs returned per agent and step in info["costs"] (see README, "Costs").
 COST_NAMES: tuple[str, ...] = (
@@ -41,6 +45,7 @@ class EnvConfig:
     max_nodes: int = 64
     max_edges: int = 256
     graph: GraphConfig = field(default_factory=GraphConfig)
+    kernel: KernelName = "numpy"
     ttc_threshold: float = 2.0
     hard_brake_decel: float = 4.5
     cost_weights: Mapping[str, float] = field(
@@ -57,6 +62,8 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.backend not in ("libsumo", "traci"):
             raise ValueError(f"EnvConfig.backend: {self.backend!r}, expected 'libsumo' or 'traci'")
+        if self.kernel not in ("numpy", "numba"):
+            raise ValueError(f"EnvConfig.kernel: {self.kernel!r}, expected 'numpy' or 'numba'")
         for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")

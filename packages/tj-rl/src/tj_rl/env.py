@@ -29,7 +29,7 @@ from gymnasium import spaces
 
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
-from tj_rl.costs import cost_matrix
+from tj_rl.costs import cost_matrix, safety_counts
 from tj_rl.errors import SumoDiedError
 from tj_rl.features import VehicleFrame, VehicleGraph
 from tj_rl.graphs import graph_batch, split_graphs
@@ -64,6 +64,16 @@ def _split_env_config(config: Mapping[str, Any]) -> tuple[Scenario | str | Path 
     if unknown:
         raise ValueError(f"env_config: unknown key(s) {unknown}; known: scenario, {sorted(known)}")
     return scenario, EnvConfig(**data)
+
+
+def _kernels(name: str) -> tuple[Any, Any, Any]:
+    """The step's feature functions (graphs, lane aggregates, safety counts): numpy, or their
+    compiled twins (imported only when chosen: numba's import costs every process that loads it)."""
+    if name == "numba":
+        from tj_rl import numba_kernels as nk
+
+        return nk.graph_batch_numba, nk.lane_batch_numba, nk.safety_counts_numba
+    return graph_batch, lane_batch, safety_counts
 
 
 class TrafficSignalCore:
@@ -118,6 +128,7 @@ class TrafficSignalCore:
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
         self._slices = light_slices(self.topology.lights, self._lanes)
+        self._graph_batch, self._lane_batch, self._safety_counts = _kernels(cfg.kernel)
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -275,6 +286,7 @@ class TrafficSignalCore:
                 self._counters,
                 ttc_threshold=self.config.ttc_threshold,
                 hard_brake_decel=self.config.hard_brake_decel,
+                counts=self._safety_counts,
             )
             for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
                 rewards[agent] = float(self._rewards[agent](inp))
@@ -305,10 +317,10 @@ class TrafficSignalCore:
         assert self._session is not None
         cfg, t = self.config, self._t
         reads = self._reads = self._session.read_lights()
-        batch = self._batch = graph_batch(
+        batch = self._batch = self._graph_batch(
             reads.data, reads.counts, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
         )
-        lane_stats, lane_feats, queue = lane_batch(reads.data, reads.counts, self._lanes)
+        lane_stats, lane_feats, queue = self._lane_batch(reads.data, reads.counts, self._lanes)
         graphs = split_graphs(batch, reads.ids)
         phases: list[float] = []
         masks: list[int] = []

@@ -11,11 +11,9 @@ all lights; edges are each vehicle's ``k`` nearest neighbours within the radius,
 The per-call overhead of numpy (thousands of instructions per call) dominates at a few dozen vehicles
 per light, so the code counts calls: one stable sort for all lights, no per-light loops, one
 allocation per output dtype, derived columns computed in the Python pass that reads SUMO's results.
-Why not numba (yet): replaying these computations from a recording (a free kernel,
-``benchmarks/bench_feature_bound.py``) removes 30-35 % of the one-light step loop, more than their
-own share, because less code runs between SUMO steps; but importing numba and loading its cached
-machine code cost ~2 s per process on the development VM, in every env and worker process. README
-"Benchmark" has the numbers.
+``numba_kernels.graph_batch_numba`` computes the same arrays bit for bit in one compiled call
+(``EnvConfig(kernel="numba")``): faster steps for numba's import in every env process. This numpy
+version stays the default and the reference the compiled one is tested against.
 """
 
 from __future__ import annotations

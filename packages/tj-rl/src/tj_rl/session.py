@@ -154,8 +154,7 @@ class SumoSession:
                     if c not in dict(subscribed).values()
                 )
                 self._sim: dict[int, Any] | None = None
-                self._programs = 0
-                self._logic_cache: dict[tuple, Any] = {}
+                self._program_ids: dict[tuple, str] = {}  # (light, durations, states) -> id
                 # libsumo keeps the previous simulation's subscription results until the first
                 # step; at the start time no vehicle has been inserted yet anyway
                 self._stepped = False
@@ -203,9 +202,9 @@ class SumoSession:
 
     def _sim_results(self) -> dict[int, Any]:
         """The simulation subscription's results of the last step (fetched once per step)."""
-        if self._sim is None:
-            with self._guard("simulation subscription"):
-                sim = self.backend.conn.simulation
+        if self._sim is None:  # once per step: plain try/except, no context manager (hot path)
+            sim = self._conn("simulation subscription").simulation
+            try:
                 if self._stepped:
                     self._sim = sim.getSubscriptionResults()
                 else:  # before the first step: plain reads (libsumo may hold stale results)
@@ -213,15 +212,19 @@ class SumoSession:
                         tc.VAR_TIME: sim.getTime(),
                         tc.VAR_MIN_EXPECTED_VEHICLES: sim.getMinExpectedNumber(),
                     }
+            except self.backend.fatal_errors as exc:
+                raise self._died("simulation subscription", exc) from exc
         return self._sim
 
     def apply_events(self, tls_id: str, events: list[tuple[float, str]], now: float) -> None:
         """Show the timed states ``events`` (absolute times, the first one ``now``) on a light.
 
-        One state: ``setRedYellowGreenState``. A transition (yellow, all-red, green): one SUMO
+        One state: ``setRedYellowGreenState``. A transition (yellow, all-red, green): a SUMO
         program whose phases have exactly those durations, so SUMO switches at the right times
-        within a single ``simulationStep`` to the next decision. Each gets a new program id:
-        SUMO does not restart the phase timer of a program id it already knows.
+        within a single ``simulationStep`` to the next decision. Each distinct transition of a
+        light is loaded once (``setProgramLogic``); later uses switch back to it with
+        ``setProgram`` + ``setPhase(0)``, which restarts its first phase now (loading a new
+        program costs SUMO more; same states and times, pinned by the golden-episode test).
         """
         if abs(events[0][0] - now) > 1e-6:
             raise ValueError(f"light {tls_id}: first event at {events[0][0]}, expected now ({now})")
@@ -234,17 +237,19 @@ class SumoSession:
             return
         times = [t for t, _ in events]
         durations = (*(b - a for a, b in itertools.pairwise(times)), 1e9)
-        key = (durations, tuple(st for _, st in events))
-        logic = self._logic_cache.get(key)
-        if logic is None:  # a light has few distinct transitions: build each once
-            phases = [tl.Phase(d, st) for d, st in zip(*key, strict=True)]
-            logic = self._logic_cache[key] = tl.Logic("tj-rl", 0, 0, phases)
-        self._programs += 1
-        logic.programID = f"tj-rl-{self._programs}"
+        key = (tls_id, durations, tuple(st for _, st in events))
+        program = self._program_ids.get(key)
         try:
-            tl.setProgramLogic(tls_id, logic)
+            if program is None:  # a light has few distinct transitions: each becomes one program
+                phases = [tl.Phase(d, st) for d, st in zip(key[1], key[2], strict=True)]
+                program = f"tj-rl-{len(self._program_ids)}"
+                tl.setProgramLogic(tls_id, tl.Logic(program, 0, 0, phases))
+                self._program_ids[key] = program
+            else:  # switch back to it and restart its first phase (cheaper for SUMO than a new one)
+                tl.setProgram(tls_id, program)
+                tl.setPhase(tls_id, 0)
         except self.backend.fatal_errors as exc:
-            raise self._died(f"setProgramLogic({tls_id})", exc) from exc
+            raise self._died(f"program {program} of light {tls_id}", exc) from exc
 
     def step_to(self, t: float) -> None:
         conn = self._conn(f"simulationStep({t:g})")
