@@ -38,7 +38,7 @@ except ImportError as exc:  # a dependency of tj-rl; say which kernel needs it
 
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig
 from tj_rl.graphs import GraphBatch
-from tj_rl.observation import LaneLayout
+from tj_rl.observation import LaneLayout, split_lanes
 from tj_rl.rewards import LaneStats
 
 __all__ = ["graph_batch_numba", "lane_batch_numba", "safety_counts_numba"]
@@ -226,12 +226,7 @@ def lane_batch_numba(
         layout.capacity,
         layout.incoming,
     )
-    halting, waiting = feats[:, 0].copy(), feats[:, 2].copy()
-    stats = [
-        LaneStats(count=count[o : o + n], halting=halting[o : o + n], waiting=waiting[o : o + n])
-        for o, n in zip(layout.offsets, layout.sizes, strict=True)
-    ]
-    return stats, feats, queue
+    return split_lanes(count, feats, layout), feats, queue
 
 
 @numba.njit(cache=True, nogil=True)

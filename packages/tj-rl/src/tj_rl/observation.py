@@ -38,6 +38,7 @@ __all__ = [
     "observation_space",
     "phase_features",
     "phase_values",
+    "split_lanes",
 ]
 
 LANE_FEATURES: tuple[str, ...] = ("halting", "occupancy", "waiting_time")
@@ -159,14 +160,17 @@ def lane_batch(
     feats[:, 0] = halting
     np.divide(count, layout.capacity, out=feats[:, 1])
     feats[:, 2] = waiting
-    halting32, waiting32 = feats[:, 0].copy(), feats[:, 2].copy()
-    stats = [
-        LaneStats(
-            count=count[o : o + n], halting=halting32[o : o + n], waiting=waiting32[o : o + n]
-        )
+    return split_lanes(count, feats, layout), feats, float(halting[layout.incoming].sum())
+
+
+def split_lanes(count: np.ndarray, feats: np.ndarray, layout: LaneLayout) -> list[LaneStats]:
+    """Each light's ``LaneStats`` from the step's vehicle counts [total] float32 and ``lanes``
+    rows (halting and waiting copied out, so the observation rows stay independent)."""
+    halting, waiting = feats[:, 0].copy(), feats[:, 2].copy()
+    return [
+        LaneStats(count=count[o : o + n], halting=halting[o : o + n], waiting=waiting[o : o + n])
         for o, n in zip(layout.offsets, layout.sizes, strict=True)
     ]
-    return stats, feats, float(halting[layout.incoming].sum())
 
 
 def light_slices(
