@@ -1,12 +1,15 @@
 """Environment speed and memory: tj-rl vs sumo-rl, same net, routes, signal timing and backend.
 
 Measures simulated seconds per wall second of the step loop over a full episode with random feasible
-actions (start-up and reset timed separately), and the CPU seconds of the env's process tree over the
-same loop (SUMO child included for traci: less sensitive to other jobs on a shared machine than wall
+actions, closing the simulation included (tj-rl closes SUMO in its last step, sumo-rl in ``close``:
+both sides pay it; start-up and reset timed separately), and the CPU seconds of the env's process
+tree over the same loop (SUMO child included for traci: less sensitive to other jobs on a shared machine than wall
 time), on the embedded default scenario (1 light) and on a synthetic NxN grid with light and heavy
 demand, with the libsumo and the traci backend, with SUMO's metric outputs off (training) and on
 (tripinfo with unfinished trips + statistics, on both sides: the same work). Also the PSS of the
-env's process tree near the end of the episode (SUMO child included for traci). On libsumo, also
+env's process tree near the end of the episode (SUMO child included for traci; the probe's own wall
+and CPU time are taken out of the loop's), and in how many rounds tj-rl was faster than sumo-rl on
+the same seed (per-round ratios scatter on a shared VM; the count says how consistent a median is). On libsumo, also
 the CPU time spent inside ``simulationStep`` on each side (SUMO's own work) against the rest.
 tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba).
 
@@ -39,14 +42,17 @@ import tempfile
 import time
 from pathlib import Path
 
+# Imported here, before anything is timed: a lazy import inside the first CPU reading put psutil's
+# ~25 ms import inside the timed window of whichever side had not imported it yet (sumo-rl's; tj-rl
+# imports psutil through tj-data), which inflated tj-rl's wall-time ratios before tj-rl 0.3.1.
+import psutil
+
 HERE = Path(__file__).resolve()
 SCENARIOS = ("default", "grid", "grid-heavy")
 
 
 # ---------------------------------------------------------------- workers (one per process)
 def _pss_tree() -> float:
-    import psutil
-
     me = psutil.Process()
     total = 0
     for p in [me, *me.children(recursive=True)]:
@@ -56,16 +62,16 @@ def _pss_tree() -> float:
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and its children, live or reaped (SUMO, for traci)."""
-    import psutil
-
+    """CPU seconds of this process and its children, live or reaped (SUMO, for traci). The own
+    process through ``time.process_time`` (ns clock: an episode on one light is ~0.1 s, and
+    ``os.times`` counts in 10 ms ticks); children only have tick counts."""
     t = os.times()
     live = 0.0
     for c in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             ct = c.cpu_times()
             live += ct.user + ct.system
-    return t.user + t.system + t.children_user + t.children_system + live
+    return time.process_time() + t.children_user + t.children_system + live
 
 
 class SumoClock:
@@ -151,26 +157,33 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     obs, _ = env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
     clock.reset()
-    t1, c1 = time.perf_counter(), _cpu()
-    steps, pss, probe_s = 0, 0.0, 0.0
+    c1 = _cpu()  # read outside the wall-time window
+    t1 = time.perf_counter()
+    steps, pss, probe = 0, 0.0, (0.0, 0.0)
     while True:
         obs, _, _, trunc, _ = env.step(random_feasible(obs, rng))
         steps += 1
         if env.sim_time + 2 * a.delta > a.seconds and not pss:  # SUMO still running: measure once
-            tp = time.perf_counter()
-            pss = _pss_tree()
-            probe_s = time.perf_counter() - tp
+            pss, probe = _probe()
         if trunc["__all__"]:
             break
-    t2 = time.perf_counter()
-    env.close()
-    c2 = _cpu()
-    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.possible_agents), clock)
+    env.close()  # tj-rl already closed SUMO in its last step; sumo-rl closes it here
+    t2, c2 = time.perf_counter(), _cpu()
+    return _result(a, t0, t1, t2, probe, c2 - c1, steps, pss, len(env.possible_agents), clock)
 
 
-def _result(a, t0, t1, t2, probe_s, cpu_s, steps, pss, lights, clock: SumoClock) -> dict:
-    return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe_s, "cpu_s": cpu_s, "sim_s": a.seconds,
-            "steps": steps, "pss_mib": pss, "lights": lights, "sumo_cpu_s": clock.seconds}  # fmt: skip
+def _probe() -> tuple[float, tuple[float, float]]:
+    """PSS of the process tree, and the (wall, CPU) seconds the probe itself took: both are
+    taken out of the measured loop (reading smaps costs more for a larger process)."""
+    tp, cp = time.perf_counter(), time.process_time()
+    pss = _pss_tree()
+    return pss, (time.perf_counter() - tp, time.process_time() - cp)
+
+
+def _result(a, t0, t1, t2, probe, cpu_s, steps, pss, lights, clock: SumoClock) -> dict:
+    return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe[0], "cpu_s": cpu_s - probe[1],
+            "sim_s": a.seconds, "steps": steps, "pss_mib": pss, "lights": lights,
+            "sumo_cpu_s": clock.seconds}  # fmt: skip
 
 
 def _worker_sumo_rl(a: argparse.Namespace) -> dict:
@@ -185,25 +198,23 @@ def _worker_sumo_rl(a: argparse.Namespace) -> dict:
     env = sumo_rl_env(env_cls, a, extra)
     sumo_rl_reset(env, a.seed)
     clock.reset()
-    t1, c1 = time.perf_counter(), _cpu()
-    steps, pss, probe_s = 0, 0.0, 0.0
+    c1 = _cpu()  # read outside the wall-time window
+    t1 = time.perf_counter()
+    steps, pss, probe = 0, 0.0, (0.0, 0.0)
     while True:
         acts = {ts: env.action_spaces(ts).sample() for ts in env.ts_ids}
         res = env.step(acts)
         steps += 1
         if env.sim_step + 2 * a.delta > a.seconds and not pss:
-            tp = time.perf_counter()
-            pss = _pss_tree()
-            probe_s = time.perf_counter() - tp
+            pss, probe = _probe()
         if res[2]["__all__"]:
             break
-    t2 = time.perf_counter()
-    env.close()
-    c2 = _cpu()
+    env.close()  # closes SUMO (tj-rl's last step did the same work)
+    t2, c2 = time.perf_counter(), _cpu()
     for f in out.iterdir():
         f.unlink()
     out.rmdir()
-    return _result(a, t0, t1, t2, probe_s, c2 - c1, steps, pss, len(env.ts_ids), clock)
+    return _result(a, t0, t1, t2, probe, c2 - c1, steps, pss, len(env.ts_ids), clock)
 
 
 # ---------------------------------------------------------------- driver
@@ -270,8 +281,9 @@ def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
         "(with unfinished) + statistics on both sides.",
         "",
         "| scenario | backend | SUMO outputs | tj-rl kernel | tj-rl sim-s/wall-s | sumo-rl "
-        "sim-s/wall-s | speed-up (wall) | speed-up (CPU) | tj-rl PSS MiB | sumo-rl PSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "sim-s/wall-s | speed-up (wall) | speed-up (CPU) | rounds tj-rl faster | tj-rl PSS MiB | "
+        "sumo-rl PSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sname in scen:
         for backend in a.backends:
@@ -283,13 +295,13 @@ def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
                         f"| {sname} | {backend} | {outputs} | {kernel} | {t['sim_per_wall']:.0f} |"
                     )
                     if s is None:
-                        lines.append(f"{row} - | - | - | {t['pss_mib']:.0f} | - |")
+                        lines.append(f"{row} - | - | - | - | {t['pss_mib']:.0f} | - |")
                         continue
                     wall = t["sim_per_wall"] / s["sim_per_wall"]
                     cpu = t["sim_per_cpu"] / s["sim_per_cpu"]
                     lines.append(
                         f"{row} {s['sim_per_wall']:.0f} | {wall:.2f}x | {cpu:.2f}x | "
-                        f"{t['pss_mib']:.0f} | {s['pss_mib']:.0f} |"
+                        f"{t['rounds_faster']}/{a.runs} | {t['pss_mib']:.0f} | {s['pss_mib']:.0f} |"
                     )
     return "\n".join(lines)
 
@@ -374,6 +386,13 @@ def main() -> int:
                "sim_per_cpu": statistics.median(r["sim_s"] / r["cpu_s"] for r in v),
                "startup_s": statistics.median(r["startup_s"] for r in v),
                "pss_mib": statistics.median(r["pss_mib"] for r in v)} for k, v in results.items()}  # fmt: skip
+    for k, v in results.items():  # paired by round (same seed on both sides): who was faster
+        base = results.get(k.rsplit("|", 1)[0] + "|sumo-rl")
+        if base is not None and base is not v:
+            med[k]["rounds_faster"] = sum(
+                t["sim_s"] / t["wall_s"] > b["sim_s"] / b["wall_s"]
+                for t, b in zip(v, base, strict=True)
+            )
     for k, v in results.items():  # libsumo: CPU in SUMO's step vs the rest (Python), per episode
         if v[0]["sumo_cpu_s"] is not None:
             med[k]["cpu_s"] = statistics.median(r["cpu_s"] for r in v)

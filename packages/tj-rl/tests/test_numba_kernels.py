@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -176,3 +179,26 @@ def test_kernel_config_is_checked() -> None:
         EnvConfig(kernel="cuda")
     with pytest.raises(ValueError, match="caps"):
         graph_batch_numba(np.zeros((1, 0, 16)), [0], GraphConfig(), max_nodes=0, max_edges=4)
+
+
+def test_numba_env_loads_its_kernels_at_construction() -> None:
+    """A fresh process: building the env loads every compiled kernel (no machine code is loaded
+    inside an episode), and the warm-up used the step's own argument types (stepping adds no
+    second specialisation). Before the warm-up the safety kernel loaded in the first ``step``."""
+    code = (
+        "from tj_rl import EnvConfig, TrafficSignalCore, default_scenario\n"
+        "from tj_rl import numba_kernels as nk\n"
+        "kernels = (nk._kernel, nk._lanes, nk._safety)\n"
+        "env = TrafficSignalCore(EnvConfig(kernel='numba'), scenario=default_scenario())\n"
+        "built = [len(k.signatures) for k in kernels]\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "for _ in range(5):\n"
+        "    obs, *_ = env.step({a: 0 for a in obs})\n"
+        "env.close()\n"
+        "print(built, [len(k.signatures) for k in kernels])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[1, 1, 1] [1, 1, 1]"

@@ -31,7 +31,7 @@ from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.costs import cost_matrix, safety_counts
 from tj_rl.errors import SumoDiedError
-from tj_rl.features import VehicleFrame, VehicleGraph
+from tj_rl.features import ROW_COLUMNS, VehicleFrame, VehicleGraph
 from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.observation import (
@@ -129,6 +129,7 @@ class TrafficSignalCore:
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
         self._slices = light_slices(self.topology.lights, self._lanes)
         self._graph_batch, self._lane_batch, self._safety_counts = _kernels(cfg.kernel)
+        self._warm_kernels()
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -141,6 +142,22 @@ class TrafficSignalCore:
         self._rng = np.random.default_rng(scenario.seed)
         self.last_episode_metrics: EpisodeMetrics | None = None
         self._reads: LightReads | None = None
+
+    def _warm_kernels(self) -> None:
+        """Run the step's feature functions once on an empty step, with the argument types of
+        ``SumoSession.read_lights`` (read-only float64 rows, int counts): the compiled kernels
+        load (or, after an install, compile) their machine code here, at construction, instead
+        of inside an episode's first steps (~5 ms for the safety kernel, first used in ``step``)."""
+        cfg, n = self.config, len(self.topology.lights)
+        data = np.frombuffer(b"", np.float64).reshape(n, 0, len(ROW_COLUMNS))
+        counts = [0] * n
+        batch = self._graph_batch(
+            data, counts, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
+        )
+        self._lane_batch(data, counts, self._lanes)
+        self._safety_counts(
+            batch, ttc_threshold=cfg.ttc_threshold, hard_brake_decel=cfg.hard_brake_decel
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def get_observation_space(self, agent_id: str) -> spaces.Space:
