@@ -1,7 +1,10 @@
-"""Shared fixtures: the embedded default scenario and a small generated grid, both cut short."""
+"""Shared fixtures: the embedded default scenario and a small generated grid, both cut short, the
+shield checker, and a fresh interpreter for tests about what a new process loads."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,18 @@ def _check_safe(
 @pytest.fixture(scope="session")
 def check_safe():
     return _check_safe
+
+
+def _fresh_python(code: str, timeout: float = 300.0) -> str:
+    """Run ``code`` in a new interpreter of this environment; its last stdout line (the test's
+    verdict: printing is how a fresh process reports what it loaded)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=timeout
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def fresh_python():
+    return _fresh_python

@@ -4,8 +4,6 @@ overflow counting, rewards and bad input."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -304,7 +302,7 @@ def test_metrics_switch() -> None:
         EnvConfig(metrics="yes")
 
 
-def test_env_process_imports_neither_torch_nor_ray():
+def test_env_process_imports_neither_torch_nor_ray(fresh_python):
     """An env or recording process stays small: tj_rl's top level (env, baselines, recording)
     must not import torch (~350 MiB PSS) or Ray; only ``TrafficSignalEnv`` loads RLlib. numba
     (~120 MiB) is loaded only by an env that chooses ``kernel="numba"``."""
@@ -315,8 +313,4 @@ def test_env_process_imports_neither_torch_nor_ray():
         "bad = sorted(m for m in ('torch', 'ray', 'numba') if m in sys.modules)\n"
         "print(bad)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert fresh_python(code, timeout=120) == "[]"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -181,7 +178,7 @@ def test_kernel_config_is_checked() -> None:
         graph_batch_numba(np.zeros((1, 0, 16)), [0], GraphConfig(), max_nodes=0, max_edges=4)
 
 
-def test_numba_env_loads_its_kernels_at_construction() -> None:
+def test_numba_env_loads_its_kernels_at_construction(fresh_python) -> None:
     """A fresh process: building the env loads every compiled kernel (no machine code is loaded
     inside an episode), and the warm-up used the step's own argument types (stepping adds no
     second specialisation). Before the warm-up the safety kernel loaded in the first ``step``."""
@@ -197,8 +194,4 @@ def test_numba_env_loads_its_kernels_at_construction() -> None:
         "env.close()\n"
         "print(built, [len(k.signatures) for k in kernels])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[1, 1, 1] [1, 1, 1]"
+    assert fresh_python(code) == "[1, 1, 1] [1, 1, 1]"
