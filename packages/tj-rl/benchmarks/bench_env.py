@@ -3,14 +3,15 @@
 Measures simulated seconds per wall second of the step loop over a full episode with random feasible
 actions, closing the simulation included (tj-rl closes SUMO in its last step, sumo-rl in ``close``:
 both sides pay it; start-up and reset timed separately), and the CPU seconds of the env's process
-tree over the same loop (SUMO child included for traci: less sensitive to other jobs on a shared machine than wall
-time), on the embedded default scenario (1 light) and on a synthetic NxN grid with light and heavy
-demand, with the libsumo and the traci backend, with SUMO's metric outputs off (training) and on
-(tripinfo with unfinished trips + statistics, on both sides: the same work). Also the PSS of the
-env's process tree near the end of the episode (SUMO child included for traci; the probe's own wall
-and CPU time are taken out of the loop's), and in how many rounds tj-rl was faster than sumo-rl on
-the same seed (per-round ratios scatter on a shared VM; the count says how consistent a median is). On libsumo, also
-the CPU time spent inside ``simulationStep`` on each side (SUMO's own work) against the rest.
+tree over the same loop (SUMO child included for traci: less sensitive to other jobs on a shared
+machine than wall time), on the embedded default scenario (1 light) and on a synthetic NxN grid
+with light and heavy demand, with the libsumo and the traci backend, with SUMO's metric outputs off
+(training) and on (tripinfo with unfinished trips + statistics, on both sides: the same work). Also
+the PSS of the env's process tree near the end of the episode (SUMO child included for traci; the
+probe's own wall and CPU time are taken out of the loop's), and in how many rounds tj-rl was faster
+than sumo-rl on the same seed (per-round ratios scatter on a shared VM; the count says how
+consistent a median is). On libsumo, also the CPU time spent inside ``simulationStep`` on each side
+(SUMO's own work) against the rest.
 tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba).
 
 Both sides get the same signal protocol: decisions every ``--delta`` s, ``--yellow`` s of yellow,
