@@ -12,7 +12,9 @@ probe's own wall and CPU time are taken out of the loop's), and in how many roun
 than sumo-rl on the same seed (per-round ratios scatter on a shared VM; the count says how
 consistent a median is). On libsumo, also the CPU time spent inside ``simulationStep`` on each side
 (SUMO's own work) against the rest.
-tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba).
+tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba);
+``numba-free-reads`` adds the ablation of ``free_reads.py`` (vehicle reads that cost nothing: the
+ceiling of any faster vehicle reader).
 
 Both sides get the same signal protocol: decisions every ``--delta`` s, ``--yellow`` s of yellow,
 min/max green 10/60 s; tj-rl's all-red defaults to 0 here because sumo-rl has none (``--all-red 2``
@@ -47,6 +49,10 @@ from pathlib import Path
 # ~25 ms import inside the timed window of whichever side had not imported it yet (sumo-rl's; tj-rl
 # imports psutil through tj-data), which inflated tj-rl's wall-time ratios before tj-rl 0.3.1.
 import psutil
+
+# --kernels value of the ablation in free_reads.py (this script's folder): the numba env with
+# vehicle reads that cost nothing
+FREE_READS = "numba-free-reads"
 
 HERE = Path(__file__).resolve()
 SCENARIOS = ("default", "grid", "grid-heavy")
@@ -149,11 +155,17 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     from tj_rl import EnvConfig, Scenario, TrafficSignalCore
 
     sc = Scenario.from_sumocfg(a.sumocfg, end=a.seconds)
-    clock = SumoClock(a.backend)
-    t0 = time.perf_counter()
     cfg = EnvConfig(backend=a.backend, delta_time=a.delta, yellow_time=a.yellow,
                     all_red_time=a.all_red, min_green=10.0, max_green=60.0,
-                    metrics=a.outputs == "on", kernel=a.kernel)  # fmt: skip
+                    metrics=a.outputs == "on",
+                    kernel="numba" if a.kernel == FREE_READS else a.kernel)  # fmt: skip
+    if a.kernel == FREE_READS:  # the ablation: record this episode's reads, then replay them
+        from free_reads import record_reads, replay_reads
+
+        replay_reads(record_reads(lambda: TrafficSignalCore(cfg, scenario=sc), a.seed,
+                                  random_feasible))  # fmt: skip
+    clock = SumoClock(a.backend)
+    t0 = time.perf_counter()
     env = TrafficSignalCore(cfg, scenario=sc)
     obs, _ = env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
@@ -336,8 +348,11 @@ def main() -> int:
     ap.add_argument("--backend", default="libsumo", help=argparse.SUPPRESS)
     ap.add_argument("--outputs", default="off", help=argparse.SUPPRESS)
     ap.add_argument("--kernel", default="numpy", help=argparse.SUPPRESS)
-    ap.add_argument("--kernels", nargs="+", choices=("numpy", "numba"), default=["numpy", "numba"],
-                    help="tj-rl feature kernels to measure (EnvConfig.kernel)")  # fmt: skip
+    ap.add_argument("--kernels", nargs="+", choices=("numpy", "numba", FREE_READS),
+                    default=["numpy", "numba"],
+                    help=f"tj-rl feature kernels to measure (EnvConfig.kernel); {FREE_READS}: the "
+                    "numba env with vehicle reads that cost nothing (free_reads.py: the ceiling "
+                    "of any faster reader)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5, help="runs per cell (median reported), >= 3")
     ap.add_argument("--seconds", type=float, default=1800.0, help="episode length (simulated s)")
     ap.add_argument("--delta", type=float, default=10.0, help="decision interval (s)")
