@@ -12,8 +12,9 @@ probe's own wall and CPU time are taken out of the loop's), and in how many roun
 than sumo-rl on the same seed (per-round ratios scatter on a shared VM; the count says how
 consistent a median is). On libsumo, also the CPU time spent inside ``simulationStep`` on each side
 (SUMO's own work) against the rest.
-tj-rl runs once per feature kernel of ``--kernels`` (``EnvConfig.kernel``: numpy, numba);
-``numba-free-reads`` adds the ablation of ``free_reads.py`` (vehicle reads that cost nothing: the
+tj-rl runs once per variant of ``--variants``: a feature kernel (``EnvConfig.kernel``: numpy,
+numba), with ``+native`` for the compiled vehicle reader (``EnvConfig.reader="native"``, libsumo);
+``numba-free-reads`` is the ablation of ``free_reads.py`` (vehicle reads that cost nothing: the
 ceiling of any faster vehicle reader).
 
 Both sides get the same signal protocol: decisions every ``--delta`` s, ``--yellow`` s of yellow,
@@ -50,9 +51,10 @@ from pathlib import Path
 # imports psutil through tj-data), which inflated tj-rl's wall-time ratios before tj-rl 0.3.1.
 import psutil
 
-# --kernels value of the ablation in free_reads.py (this script's folder): the numba env with
+# --variants value of the ablation in free_reads.py (this script's folder): the numba env with
 # vehicle reads that cost nothing
 FREE_READS = "numba-free-reads"
+VARIANTS = ("numpy", "numba", "numpy+native", "numba+native", FREE_READS)
 
 HERE = Path(__file__).resolve()
 SCENARIOS = ("default", "grid", "grid-heavy")
@@ -158,7 +160,8 @@ def _worker_tj(a: argparse.Namespace) -> dict:
     cfg = EnvConfig(backend=a.backend, delta_time=a.delta, yellow_time=a.yellow,
                     all_red_time=a.all_red, min_green=10.0, max_green=60.0,
                     metrics=a.outputs == "on",
-                    kernel="numba" if a.kernel == FREE_READS else a.kernel)  # fmt: skip
+                    kernel="numba" if a.kernel == FREE_READS else a.kernel.partition("+")[0],
+                    reader="native" if a.kernel.endswith("+native") else "subscription")  # fmt: skip
     if a.kernel == FREE_READS:  # the ablation: record this episode's reads, then replay them
         from free_reads import record_reads, replay_reads
 
@@ -252,6 +255,11 @@ def _scenarios(tmp: Path, a: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
+def _runs_on(variant: str, backend: str) -> bool:
+    """The native reader reads the in-process simulation: libsumo only."""
+    return backend == "libsumo" or not variant.endswith("+native")
+
+
 def _tj_label(kernel: str) -> str:
     return "tj-rl" if kernel == "numpy" else f"tj-rl {kernel}"
 
@@ -293,7 +301,7 @@ def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
         f"{a.runs} interleaved runs (seeds {a.seed} to {a.seed + a.runs - 1}). Outputs on = tripinfo "
         "(with unfinished) + statistics on both sides.",
         "",
-        "| scenario | backend | SUMO outputs | tj-rl kernel | tj-rl sim-s/wall-s | sumo-rl "
+        "| scenario | backend | SUMO outputs | tj-rl variant | tj-rl sim-s/wall-s | sumo-rl "
         "sim-s/wall-s | speed-up (wall) | speed-up (CPU) | rounds tj-rl faster | tj-rl PSS MiB | "
         "sumo-rl PSS MiB |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -303,6 +311,8 @@ def _table(a, scen: dict, med: dict, machine: str, loads: list[float]) -> str:
             for outputs in a.outputs_list:
                 s = med.get(f"{sname}|{backend}|{outputs}|sumo-rl")
                 for kernel in a.kernels:
+                    if not _runs_on(kernel, backend):
+                        continue
                     t = med[f"{sname}|{backend}|{outputs}|{_tj_label(kernel)}"]
                     row = (
                         f"| {sname} | {backend} | {outputs} | {kernel} | {t['sim_per_wall']:.0f} |"
@@ -348,11 +358,12 @@ def main() -> int:
     ap.add_argument("--backend", default="libsumo", help=argparse.SUPPRESS)
     ap.add_argument("--outputs", default="off", help=argparse.SUPPRESS)
     ap.add_argument("--kernel", default="numpy", help=argparse.SUPPRESS)
-    ap.add_argument("--kernels", nargs="+", choices=("numpy", "numba", FREE_READS),
-                    default=["numpy", "numba"],
-                    help=f"tj-rl feature kernels to measure (EnvConfig.kernel); {FREE_READS}: the "
-                    "numba env with vehicle reads that cost nothing (free_reads.py: the ceiling "
-                    "of any faster reader)")  # fmt: skip
+    ap.add_argument("--variants", "--kernels", dest="kernels", nargs="+", choices=VARIANTS,
+                    default=["numpy", "numba", "numba+native"],
+                    help="tj-rl variants to measure: a feature kernel (EnvConfig.kernel), "
+                    f"+native: reader='native' (libsumo cells only); {FREE_READS}: the numba env "
+                    "with vehicle reads that cost nothing (free_reads.py: the ceiling of any "
+                    "faster reader)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5, help="runs per cell (median reported), >= 3")
     ap.add_argument("--seconds", type=float, default=1800.0, help="episode length (simulated s)")
     ap.add_argument("--delta", type=float, default=10.0, help="decision interval (s)")
@@ -390,6 +401,8 @@ def main() -> int:
                 for backend in a.backends:
                     for outputs in a.outputs_list:
                         for label, python, impl, kernel in impls:
+                            if not _runs_on(kernel, backend):
+                                continue
                             r = _run(python, impl, backend, outputs, kernel, files, a.seed + run, a)
                             r["load"] = _load()
                             loads.append(r["load"])

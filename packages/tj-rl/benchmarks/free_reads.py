@@ -1,4 +1,4 @@
-"""Ablation for ``bench_env.py`` (``--kernels numba-free-reads``): tj-rl with vehicle reads that cost
+"""Ablation for ``bench_env.py`` (``--variants numba-free-reads``): tj-rl with vehicle reads that cost
 nothing, to measure the ceiling of any faster reader (a compiled one included) against sumo-rl.
 
 A first, untimed episode with the real reader records every ``SumoSession.read_lights`` result with

@@ -64,11 +64,13 @@ def test_replay_refuses_an_episode_that_diverged() -> None:
     assert "diverged from the recorded one" in proc.stderr
 
 
-def test_bench_env_runs_the_ablation_next_to_the_real_reader(tmp_path) -> None:
+def test_bench_env_runs_the_ablation_and_the_native_reader_next_to_the_subscription_reader(
+    tmp_path,
+) -> None:
     out = tmp_path / "bench.json"
     cmd = [sys.executable, str(BENCH / "bench_env.py"), "--runs", "3", "--seconds", "60",
            "--scenarios", "default", "--backends", "libsumo", "--outputs-list", "off",
-           "--kernels", "numpy", "numba-free-reads", "--out", str(out)]  # fmt: skip
+           "--variants", "numpy", "numba-free-reads", "numpy+native", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     med = json.loads(out.read_text())["median"]
@@ -76,3 +78,4 @@ def test_bench_env_runs_the_ablation_next_to_the_real_reader(tmp_path) -> None:
     real = med["default (1 light)|libsumo|off|tj-rl"]
     assert free["sim_per_wall"] > 0 and real["sim_per_wall"] > 0
     assert "sumo_cpu_s" in free  # the CPU split is measured for the ablation too
+    assert med["default (1 light)|libsumo|off|tj-rl numpy+native"]["sim_per_wall"] > 0

@@ -1,6 +1,8 @@
 """tj-rl: SUMO scenarios, a vehicle-graph traffic-signal environment with a safety shield,
 baselines, SUMO-output metrics and phase-1 dataset recording."""
 
+from importlib import metadata as _metadata
+
 from tj_rl.adapters import ParallelTrafficEnv, SingleAgentTrafficEnv
 from tj_rl.backends import LibsumoBackend, SumoBackend, TraciBackend, make_backend
 from tj_rl.baselines import (
@@ -29,7 +31,7 @@ from tj_rl.scenario import Scenario
 from tj_rl.shield import PhaseProgram, SafetyShield, derive_program
 from tj_rl.snapshot import SNAPSHOT_FIELDS, RiskConfig, SnapshotBuilder, snapshot_schema
 
-__version__ = "0.2.0"
+__version__ = _metadata.version("tj-rl")  # one source of truth: pyproject.toml
 
 
 def __getattr__(name: str) -> object:

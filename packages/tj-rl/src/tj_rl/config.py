@@ -13,11 +13,14 @@ from typing import Any, Literal
 from tj_rl.backends import BackendName
 from tj_rl.features import GraphConfig
 
-__all__ = ["COST_NAMES", "EnvConfig", "KernelName"]
+__all__ = ["COST_NAMES", "EnvConfig", "KernelName", "ReaderName"]
 
 # How the step's features are computed: numpy, or ``numba_kernels`` (the same arrays bit for bit,
 # compiled; faster steps for numba's import in every env process). README "Feature kernels".
 KernelName = Literal["numpy", "numba"]
+# How vehicles are read from SUMO: a context subscription per light (any backend), or the compiled
+# reader of ``native_reader.py`` (libsumo only; built on first use). README "Vehicle reader".
+ReaderName = Literal["subscription", "native"]
 
 # Named safety costs returned per agent and step in info["costs"] (see README, "Costs").
 COST_NAMES: tuple[str, ...] = (
@@ -46,6 +49,7 @@ class EnvConfig:
     max_edges: int = 256
     graph: GraphConfig = field(default_factory=GraphConfig)
     kernel: KernelName = "numpy"
+    reader: ReaderName = "subscription"
     ttc_threshold: float = 2.0
     hard_brake_decel: float = 4.5
     cost_weights: Mapping[str, float] = field(
@@ -64,6 +68,15 @@ class EnvConfig:
             raise ValueError(f"EnvConfig.backend: {self.backend!r}, expected 'libsumo' or 'traci'")
         if self.kernel not in ("numpy", "numba"):
             raise ValueError(f"EnvConfig.kernel: {self.kernel!r}, expected 'numpy' or 'numba'")
+        if self.reader not in ("subscription", "native"):
+            raise ValueError(
+                f"EnvConfig.reader: {self.reader!r}, expected 'subscription' or 'native'"
+            )
+        if self.reader == "native" and self.backend != "libsumo":
+            raise ValueError(
+                "EnvConfig.reader='native' reads the in-process libsumo simulation; with "
+                f"backend={self.backend!r} use reader='subscription'"
+            )
         for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")

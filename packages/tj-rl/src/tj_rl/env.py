@@ -34,6 +34,7 @@ from tj_rl.errors import SumoDiedError
 from tj_rl.features import ROW_COLUMNS, VehicleFrame, VehicleGraph
 from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
+from tj_rl.native_reader import NativeVehicleReader, ReaderLight
 from tj_rl.observation import (
     LaneLayout,
     assemble_observations,
@@ -130,6 +131,7 @@ class TrafficSignalCore:
         self._slices = light_slices(self.topology.lights, self._lanes)
         self._graph_batch, self._lane_batch, self._safety_counts = _kernels(cfg.kernel)
         self._warm_kernels()
+        self._reader = self._native_reader() if cfg.reader == "native" else None
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -157,6 +159,24 @@ class TrafficSignalCore:
         self._lane_batch(data, counts, self._lanes)
         self._safety_counts(
             batch, ttc_threshold=cfg.ttc_threshold, hard_brake_decel=cfg.hard_brake_decel
+        )
+
+    def _native_reader(self) -> NativeVehicleReader:
+        """The compiled reader for every light (built, or loaded from its cache, here: a missing
+        compiler is a construction error, not an episode's)."""
+        r = self.config.obs_radius
+        return NativeVehicleReader(
+            [
+                ReaderLight(
+                    lanes=tuple(lt.lane_table),
+                    moves=tuple(m for m, _ in lt.lane_table.values()),
+                    offsets=tuple(o for _, o in lt.lane_table.values()),
+                    centre=lt.centre,
+                    origin=lt.junction_pos,
+                    radius=r + lt.radius_pad,
+                )
+                for lt in self.topology.lights
+            ]
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -206,6 +226,7 @@ class TrafficSignalCore:
             metrics=bool(self.config.metrics),
             extra_args=self.config.sumo_args,
             temp_dir=self.config.temp_dir,
+            vehicle_reader=self._reader,
         )
         try:
             t0 = self._session.start(sumo_seed)

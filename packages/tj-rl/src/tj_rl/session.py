@@ -1,8 +1,9 @@
 """One SUMO episode: start, subscriptions, timed light states, reads, SUMO counters, metrics, cleanup.
 
 All per-vehicle reads go through a context subscription around each controlled light (vehicle
-variables within the observation radius) and all lane reads through variable subscriptions, so one
-``simulationStep`` call returns everything the env needs: no per-vehicle getter loops. Any backend
+variables within the observation radius), so one ``simulationStep`` call returns everything the env
+needs: no per-vehicle getter loops. With a ``NativeVehicleReader`` (libsumo) there is no vehicle
+subscription: the compiled reader gives the same rows straight from libsumo's C++ API. Any backend
 failure surfaces as ``SumoDiedError``; ``close`` (idempotent) always removes the episode's temp dir.
 """
 
@@ -31,6 +32,7 @@ from tj_rl.features import (
     subscription_rows,
 )
 from tj_rl.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
+from tj_rl.native_reader import NativeVehicleReader
 from tj_rl.scenario import Scenario
 from tj_rl.shield import derive_program
 from tj_rl.topology import LightTopology, NetTopology
@@ -88,8 +90,10 @@ class SumoSession:
         metrics: bool,
         extra_args: tuple[str, ...] = (),
         temp_dir: str | None = None,
+        vehicle_reader: NativeVehicleReader | None = None,
     ) -> None:
         self.backend = backend
+        self.reader = vehicle_reader
         self.scenario = scenario
         self.topology = topology
         self.obs_radius = obs_radius
@@ -132,12 +136,13 @@ class SumoSession:
             with self._guard("subscribe"):
                 conn = self.backend.conn
                 for light in self.topology.lights:
-                    conn.junction.subscribeContext(
-                        light.junction_id,
-                        tc.CMD_GET_VEHICLE_VARIABLE,
-                        self.obs_radius + light.radius_pad,
-                        VEHICLE_VARS,
-                    )
+                    if self.reader is None:
+                        conn.junction.subscribeContext(
+                            light.junction_id,
+                            tc.CMD_GET_VEHICLE_VARIABLE,
+                            self.obs_radius + light.radius_pad,
+                            VEHICLE_VARS,
+                        )
                     self._check_program(light)
                 subscribed = _SUBSCRIBED_COUNTERS[self.backend.name]
                 params = {var: ("s", f"stats.{COUNTERS[c]}") for var, c in subscribed}
@@ -262,8 +267,16 @@ class SumoSession:
 
     def read_lights(self) -> LightReads:
         """Vehicles of every light from the last step's context subscriptions (delivered with the
-        step: no round trip), parsed in one pass and converted to numpy once for all lights."""
+        step: no round trip), parsed in one pass and converted to numpy once for all lights; or,
+        with a native reader, straight from libsumo into numpy."""
         lights = self.topology.lights
+        if self.reader is not None and self._stepped:
+            self._conn("native vehicle read")
+            try:
+                data, counts, native_ids = self.reader.read()
+            except RuntimeError as exc:
+                raise self._died("native vehicle read", exc) from exc
+            return LightReads(data=data, counts=counts, ids=native_ids)
         get = self._conn("subscription results").junction.getContextSubscriptionResults
         try:  # libsumo keeps the previous simulation's results until the first step
             results = [get(lt.junction_id) or {} for lt in lights] if self._stepped else None

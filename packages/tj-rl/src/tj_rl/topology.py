@@ -37,6 +37,7 @@ class LightTopology:
 
     tls_id: str
     junction_id: str  # junction used for the vehicle context subscription
+    junction_pos: tuple[float, float]  # its position: the subscription's centre point
     centre: tuple[float, float]
     radius_pad: float  # extra subscription radius for lights spanning several junctions
     program: PhaseProgram
@@ -226,6 +227,7 @@ def _light(
     return LightTopology(
         tls_id=tls_id,
         junction_id=main.getID(),
+        junction_pos=(float(main.getCoord()[0]), float(main.getCoord()[1])),
         centre=(float(centre[0]), float(centre[1])),
         radius_pad=float(dists.max()),
         program=program,
