@@ -92,6 +92,13 @@ def test_missing_compiler_says_how_to_fix_it(tmp_path) -> None:
         build_native_reader(compiler="no-such-c++-compiler", cache_dir=tmp_path)
 
 
+def test_unwritable_cache_says_which_directory(tmp_path) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    with pytest.raises(NativeReaderError, match=r"cannot write its build cache .*cache"):
+        build_native_reader(cache_dir=blocker / "native")
+
+
 def test_failed_build_leaves_no_library(tmp_path) -> None:
     with pytest.raises(NativeReaderError, match=r"compiling vehicle_reader\.cpp failed"):
         build_native_reader(compiler="false", cache_dir=tmp_path)  # a "compiler" that fails

@@ -130,13 +130,19 @@ def build_native_reader(*, compiler: str | None = None, cache_dir: Path | None =
     target = root / f"tj_vehicle_reader-{key}.so"
     if target.exists():
         return target
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=root)
+    except OSError as exc:
+        raise NativeReaderError(
+            f"reader='native': cannot write its build cache {root}: {exc}. Make it writable, or "
+            "point XDG_CACHE_HOME at a writable directory."
+        ) from exc
+    os.close(fd)
     for stale in root.glob(".build-*.so"):  # left by a build killed an hour or more ago
         with contextlib.suppress(FileNotFoundError):  # another process may remove it first
             if time.time() - stale.stat().st_mtime > 3600:
                 stale.unlink()
-    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=root)
-    os.close(fd)
     cmd = [cxx_path, *flags, "-o", tmp]
     try:
         try:
