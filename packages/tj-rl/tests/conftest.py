@@ -1,5 +1,6 @@
 """Shared fixtures: the embedded default scenario and a small generated grid, both cut short, the
-shield checker, and a fresh interpreter for tests about what a new process loads."""
+shield checker, a fresh interpreter for tests about what a new process loads, and a recorded
+episode with an exact comparison for tests that two env configurations behave the same."""
 
 from __future__ import annotations
 
@@ -7,9 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tj_rl import Scenario, SyntheticSpec, build_scenario, default_scenario
+from tj_rl import (
+    EnvConfig,
+    Scenario,
+    SyntheticSpec,
+    TrafficSignalCore,
+    build_scenario,
+    default_scenario,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -83,3 +92,50 @@ def _fresh_python(code: str, timeout: float = 300.0) -> str:
 @pytest.fixture(scope="session")
 def fresh_python():
     return _fresh_python
+
+
+def _episode_trace(config: EnvConfig, scenario: Scenario, *, seed: int, action_seed: int) -> list:
+    """One episode with random feasible actions: the reset's ``(obs, None, None, frames)``, then
+    ``(obs, rewards, infos, frames)`` per step (``frames``: ``env.last_frames``)."""
+    env = TrafficSignalCore(config, scenario=scenario)
+    rng = np.random.default_rng(action_seed)
+    try:
+        obs, _ = env.reset(seed=seed)
+        out = [(obs, None, None, env.last_frames)]
+        while True:
+            acts = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+            obs, rewards, _, trunc, infos = env.step(acts)
+            out.append((obs, rewards, infos, env.last_frames))
+            if trunc["__all__"]:
+                return out
+    finally:
+        env.close()
+
+
+def _assert_identical(a, b) -> None:
+    """Equal trees of dicts, sequences, dataclasses, arrays (same dtype, bit for bit) and values."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _assert_identical(a[k], b[k])
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _assert_identical(x, y)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), f"differs at {np.argwhere(a != b)[:3]}"
+    elif hasattr(a, "__dataclass_fields__"):
+        for k in a.__dataclass_fields__:
+            _assert_identical(getattr(a, k), getattr(b, k))
+    else:
+        assert a == b
+
+
+@pytest.fixture(scope="session")
+def episode_trace():
+    return _episode_trace
+
+
+@pytest.fixture(scope="session")
+def assert_identical():
+    return _assert_identical

@@ -11,10 +11,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-from tj_rl import EnvConfig, TrafficSignalCore
+from tj_rl import EnvConfig
 from tj_rl.native_reader import (
     NativeReaderError,
     NativeVehicleReader,
@@ -28,48 +27,18 @@ LIGHT = ReaderLight(
 )  # fmt: skip
 
 
-def _episode(sc, reader: str, seed: int) -> list:
-    env = TrafficSignalCore(EnvConfig(reader=reader, kernel="numpy", metrics=False), scenario=sc)
-    try:
-        obs, _ = env.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        steps = [(obs, None, None, env.last_frames)]
-        while True:
-            act = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
-            obs, rew, _, trunc, info = env.step(act)
-            steps.append((obs, rew, info, env.last_frames))
-            if trunc["__all__"]:
-                return steps
-    finally:
-        env.close()
-
-
-def _same(a, b) -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            _same(a[k], b[k])
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and np.array_equal(a, b)
-    elif hasattr(a, "__dataclass_fields__"):
-        for k in a.__dataclass_fields__:
-            _same(getattr(a, k), getattr(b, k))
-    else:
-        assert a == b
-
-
 @pytest.mark.parametrize("which", ["default_sc", "grid_sc"])
-def test_native_reader_gives_the_subscription_readers_episode(which, request) -> None:
+def test_native_reader_gives_the_subscription_readers_episode(
+    which, request, episode_trace, assert_identical
+) -> None:
     sc = request.getfixturevalue(which)
-    ref = _episode(sc, "subscription", seed=5)
-    nat = _episode(sc, "native", seed=5)
+    ref, nat = (
+        episode_trace(EnvConfig(reader=r, kernel="numpy", metrics=False), sc, seed=5, action_seed=5)
+        for r in ("subscription", "native")
+    )
     assert len(ref) == len(nat) > 5
-    vehicles = 0
-    for r, n in zip(ref, nat, strict=True):
-        for x, y in zip(r, n, strict=True):
-            _same(x, y)
-        vehicles += sum(len(f.ids) for f in r[3].values())
-    assert vehicles > 0  # the episodes did read vehicles
+    assert_identical(ref, nat)
+    assert sum(len(f.ids) for step in ref for f in step[3].values()) > 0  # vehicles were read
 
 
 def test_config_refuses_native_reader_without_libsumo() -> None:

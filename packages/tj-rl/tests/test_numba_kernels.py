@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl import EnvConfig, TrafficSignalCore
+from tj_rl import EnvConfig
 from tj_rl.costs import safety_counts
 from tj_rl.features import PAD_ROW, ROW_COLUMNS, GraphConfig
 from tj_rl.graphs import GraphBatch, graph_batch
@@ -131,44 +131,20 @@ def test_lane_batch_and_safety_counts_equal_numpy() -> None:
             assert [w.tolist() for w in want] == [g.tolist() for g in got]
 
 
-def _episode(kernel: str, scenario) -> list:
-    env = TrafficSignalCore(EnvConfig(kernel=kernel, max_nodes=16, max_edges=24), scenario=scenario)
-    rng = np.random.default_rng(5)
-    try:
-        obs, _ = env.reset(seed=11)
-        out = [obs]
-        while True:
-            acts = {a: int(rng.choice(o["action_mask"].nonzero()[0])) for a, o in obs.items()}
-            obs, rewards, _, trunc, infos = env.step(acts)
-            out.append((obs, rewards, {a: i["costs"] for a, i in infos.items()}))
-            if trunc["__all__"]:
-                return out
-    finally:
-        env.close()
-
-
 @pytest.mark.parametrize("fixture", ["default_sc", "grid_sc"])
-def test_env_episode_identical_with_either_kernel(fixture, request) -> None:
-    """Same seed and actions: the same observations, rewards and costs at every step, caps
-    binding on the dense grid."""
+def test_env_episode_identical_with_either_kernel(
+    fixture, request, episode_trace, assert_identical
+) -> None:
+    """Same seed and actions: the same observations, rewards, infos (costs included) and frames at
+    every step, caps binding on the dense grid."""
     scenario = request.getfixturevalue(fixture)
-    a, b = _episode("numpy", scenario), _episode("numba", scenario)
+    a, b = (
+        episode_trace(EnvConfig(kernel=k, max_nodes=16, max_edges=24), scenario, seed=11,
+                      action_seed=5)
+        for k in ("numpy", "numba")
+    )  # fmt: skip
     assert len(a) == len(b) > 10
-    flat = lambda tree: [np.asarray(x) for x in _leaves(tree)]  # noqa: E731
-    for sa, sb in zip(a, b, strict=True):
-        for x, y in zip(flat(sa), flat(sb), strict=True):
-            assert x.dtype == y.dtype and np.array_equal(x, y)
-
-
-def _leaves(tree):
-    if isinstance(tree, dict):
-        for k in sorted(tree):
-            yield from _leaves(tree[k])
-    elif isinstance(tree, tuple | list):
-        for v in tree:
-            yield from _leaves(v)
-    else:
-        yield tree
+    assert_identical(a, b)
 
 
 def test_kernel_config_is_checked() -> None:

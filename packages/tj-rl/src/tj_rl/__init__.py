@@ -23,6 +23,7 @@ from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoSta
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph
 from tj_rl.graphs import build_graph, build_graphs
 from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics
+from tj_rl.native_reader import NativeReaderError, build_native_reader
 from tj_rl.observation import LANE_FEATURES
 from tj_rl.recording import record_dataset
 from tj_rl.rewards import REWARDS
@@ -63,6 +64,7 @@ __all__ = [
     "LibsumoBusyError",
     "MaxPressurePolicy",
     "MetricsTable",
+    "NativeReaderError",
     "ParallelTrafficEnv",
     "PhaseProgram",
     "Policy",
@@ -84,6 +86,7 @@ __all__ = [
     "__version__",
     "build_graph",
     "build_graphs",
+    "build_native_reader",
     "build_scenario",
     "default_scenario",
     "derive_program",

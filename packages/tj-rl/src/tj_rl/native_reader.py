@@ -9,7 +9,7 @@ C++ API and writes the rows straight into a numpy array: the same numbers in the
 How: the source is compiled on first use with the machine's C++ compiler (~1.3 s) against the
 ``_libsumo.so`` that the ``libsumo`` module loads, so the library and the module drive one
 simulation (the dynamic loader maps that file once per process), and cached by a key of the
-source, the compiler and that file, like numba's cache. It is a plain C ABI loaded with ctypes: no
+source, the compiler, its flags and that file, like numba's cache. It is a plain C ABI loaded with ctypes: no
 Python headers and no Python ABI. Why no build library: the ones that build an extension at run
 time (torch's ``cpp_extension``, cppimport) need torch and ninja or pybind11 and setuptools for one
 small source; a compiler call with three include and link flags is simpler to read and to debug.
