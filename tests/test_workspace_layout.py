@@ -1,7 +1,9 @@
-"""Cross-package contract checks: layout and import rules of DESIGN §2-§3.
+"""Cross-package contract checks: layout, dependency ranges and import rules of DESIGN §2-§3.
 
-These read source files as text (ast), so they run in milliseconds and fail with the offending
-file and line when a package imports something it may not.
+These read source files as text (ast, toml), so they run in milliseconds and fail with the
+offending file and line when a package imports something it may not, or when a member asks for
+a version of another member that the workspace does not have (uv resolves members from the
+workspace and ignores those ranges, so nothing else notices until a `pip install` from an index).
 """
 
 from __future__ import annotations
@@ -12,17 +14,22 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # module -> tj modules it may import (DESIGN §3). Apps may import any package.
 ALLOWED: dict[str, set[str]] = {
-    "tj_data": set(),
-    "tj_models": set(),
-    "tj_dist": set(),
+    "tj_data": {"tj_monitor"},
+    "tj_models": {"tj_monitor"},  # the atomic-write helper (the lead's decision, issue 15)
+    "tj_dist": {"tj_monitor"},
     "tj_monitor": set(),
     "tj_rl": {"tj_models", "tj_data", "tj_monitor"},
 }
+# Packages that may use tj-monitor's core only: their requirement on it names no extra (DESIGN §3:
+# psutil and numpy; `report` would pull rich, matplotlib and tensorboard into `pip install tj-data`).
+CORE_ONLY_MONITOR = {"tj-data", "tj-dist", "tj-models"}
 APPS = {"tj_hybrid", "tj_bench"}
 TJ_MODULES = set(ALLOWED) | APPS
 
@@ -51,6 +58,22 @@ def _imported_tj_modules(path: Path) -> list[tuple[int, str]]:
 
 
 MEMBERS = _members()
+
+
+def _project(member: Path) -> dict:
+    return tomllib.loads((member / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+# member name -> its current version, e.g. {"tj-rl": "0.4.0"}
+VERSIONS = {canonicalize_name(p["name"]): p["version"] for p in map(_project, MEMBERS)}
+
+
+def _requirements(project: dict) -> list[str]:
+    """Every requirement string of a member: dependencies and all optional-dependency extras."""
+    found = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        found += extra
+    return found
 
 
 def test_workspace_has_members() -> None:
@@ -94,6 +117,25 @@ def test_import_rules(member: Path) -> None:
             if top != module and top not in allowed:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {top}")
     assert not bad, "import rule broken (DESIGN §3):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda p: p.name)
+def test_member_ranges_accept_the_workspace_versions(member: Path) -> None:
+    """A dependency on another member has a version range containing that member's version."""
+    project = _project(member)
+    bad = []
+    for text in _requirements(project):
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        if name not in VERSIONS:
+            continue
+        if not req.specifier:
+            bad.append(f"{text!r} has no version range (DESIGN §2)")
+        elif not req.specifier.contains(VERSIONS[name], prereleases=True):
+            bad.append(f"{text!r} excludes {name} {VERSIONS[name]}, the workspace's version")
+        if name == "tj-monitor" and req.extras and project["name"] in CORE_ONLY_MONITOR:
+            bad.append(f"{text!r}: {project['name']} may use tj-monitor's core only (DESIGN §3)")
+    assert not bad, f"{member.relative_to(ROOT)}/pyproject.toml:\n" + "\n".join(bad)
 
 
 def test_lock_file_not_tracked() -> None:

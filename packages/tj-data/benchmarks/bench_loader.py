@@ -40,14 +40,13 @@ from _bench_common import SCHEMA, machine, make_block
 from tj_data import (
     GraphStoreWriter,
     MmapGraphDataset,
-    PeakPssSampler,
     autotune_loader,
     build_loader,
     plan_loader,
-    tree_memory,
 )
 from tj_data.autotune import SEED_TABLE
 from tj_data.progress import progress_iter
+from tj_monitor import PeakPssSampler, tree_memory
 
 GiB, MiB = 1 << 30, 1 << 20
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, SequentialSampler
 
-from tj_data import DynamicBatchSampler, DynamicBatchSize, tree_memory
+from tj_data import DynamicBatchSampler, DynamicBatchSize
+from tj_monitor import tree_memory
 
 MiB = 1 << 20
 

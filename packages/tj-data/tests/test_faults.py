@@ -162,7 +162,7 @@ def test_sigkill_fresh_store_is_incomplete(tmp_path: Path, backend: str) -> None
     if backend == "npy":
         ready = lambda: (path / "manifest.partial.json").exists()  # noqa: E731
     else:
-        ready = lambda: any(path.glob(".data-00000.h5.*.tmp")) if path.exists() else False  # noqa: E731
+        ready = lambda: any(path.glob(".tmp-data-00000.h5-*")) if path.exists() else False  # noqa: E731
     _write_until_killed(path, backend, "w", ready)
     assert not (path / "manifest.json").exists()
     with pytest.raises(StoreIncompleteError, match="interrupted"):
@@ -180,7 +180,7 @@ def test_sigkill_append_keeps_previous_state(tmp_path: Path, backend: str) -> No
     if backend == "npy":
         ready = lambda: (path / "manifest.partial.json").exists()  # noqa: E731
     else:
-        ready = lambda: any(path.glob(".data-00001.h5.*.tmp"))  # noqa: E731
+        ready = lambda: any(path.glob(".tmp-data-00001.h5-*"))  # noqa: E731
     _write_until_killed(path, backend, "a", ready)
     assert (path / "manifest.json").read_bytes() == before
     store = GraphStore.open(path, verify=True)  # previous state, leftovers ignored

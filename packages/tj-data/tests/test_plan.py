@@ -21,15 +21,14 @@ from tj_data import (
     HDF5GraphDataset,
     LoaderPlan,
     MmapGraphDataset,
-    PeakPssSampler,
     StreamingGraphDataset,
     WindowDataset,
     autotune_loader,
     build_loader,
     hand_plans,
     plan_loader,
-    tree_memory,
 )
+from tj_monitor import PeakPssSampler, tree_memory
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from _bench_common import SCHEMA, make_block

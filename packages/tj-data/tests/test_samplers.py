@@ -74,7 +74,7 @@ def test_sampler_resume_bit_identical(ds) -> None:
     t = DistributedChunkSampler(ds, num_replicas=2, rank=1, seed=5)
     t.load_state_dict(state)
     assert list(t) == rest and head + rest == list(s)
-    with pytest.raises(ValueError, match="state has seed=5, this sampler has 6"):
+    with pytest.raises(ValueError, match="state has seed=5, this DistributedChunkSampler has 6"):
         DistributedChunkSampler(ds, num_replicas=2, rank=1, seed=6).load_state_dict(state)
 
 

@@ -24,8 +24,8 @@ from tj_data import (
     build_loader,
     compute_statistics,
     plan_loader,
-    tree_memory,
 )
+from tj_monitor import tree_memory
 
 RULES = {
     "rel_*": "zscore(p1,p99)",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
 import pytest
 
 import tj_dist
+import tj_monitor
 from tj_dist import EnvironmentInfo, GpuInfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,42 +49,53 @@ def test_drvfs_mounts_parsed_with_octal_escapes() -> None:
     assert [(m.mount_point, m.fstype) for m in wsl1] == [("/mnt/c", "drvfs")]
 
 
+def _cgroup_v2(root: Path, limit: str) -> Path:
+    """A cgroup v2 tree whose job cgroup has `limit` as memory.max; returns /proc/self/cgroup."""
+    (root / "job").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    (root / "job" / "memory.max").write_text(limit + "\n")
+    proc = root.parent / "proc-cgroup"
+    proc.write_text("0::/job\n")
+    return proc
+
+
 def test_detect_environment_from_fixtures(tmp_path: Path) -> None:
     cgroup = tmp_path / "cgroup"
-    cgroup.mkdir()
-    (cgroup / "memory.max").write_text("17179869184\n")
+    proc = _cgroup_v2(cgroup, str(256 << 20))  # below any real machine's RAM
     info = tj_dist.detect_environment(
         proc_version=FIXTURES / "proc_version_wsl2.txt",
         proc_mounts=FIXTURES / "proc_mounts_wsl2.txt",
         shm_path=tmp_path,
         cgroup_root=cgroup,
+        proc_cgroup=proc,
         environ={"WSL_DISTRO_NAME": "Ubuntu"},
         probe_gpus=False,
     )
     assert info.wsl2
     assert "microsoft-standard-WSL2" in info.kernel
     assert len(info.drvfs_mounts) == 3
-    assert info.memory_limit_bytes == 16 << 30
+    assert info.memory_limit_bytes == 256 << 20
     assert info.shm_bytes and info.shm_bytes > 0
     assert info.environ_flags == {"WSL_DISTRO_NAME": "Ubuntu"}
     assert info.cpu_count >= 1
     assert not info.cuda
 
 
-@pytest.mark.parametrize(
-    ("files", "expected"),
-    [
-        ({"memory.max": "max\n"}, None),
-        ({"memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1 "unlimited"
-        ({"memory/memory.limit_in_bytes": "4294967296\n"}, 4 << 30),
-        ({}, None),
-    ],
-)
-def test_container_memory_limit(tmp_path: Path, files: dict, expected: int | None) -> None:
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    assert tj_dist.container_memory_limit(tmp_path) == expected
+def test_memory_limit_and_shm_are_tj_monitors(tmp_path: Path) -> None:
+    """One limit per machine: detect_environment reports what tj-monitor's MemoryMonitor uses."""
+    cgroup = tmp_path / "cgroup"
+    proc = _cgroup_v2(cgroup, "max")  # no cgroup limit: physical RAM
+    info = tj_dist.detect_environment(
+        cgroup_root=cgroup, proc_cgroup=proc, shm_path=tmp_path / "absent", probe_gpus=False
+    )
+    assert info.memory_limit_bytes == tj_monitor.memory_limit(cgroup_root=cgroup, proc_cgroup=proc)
+    assert info.memory_limit_bytes == psutil.virtual_memory().total
+    assert info.shm_bytes is None  # not mounted
+    here = tj_dist.detect_environment(probe_gpus=False)
+    assert here.memory_limit_bytes == tj_monitor.memory_limit()
+    shm = tj_monitor.shm_usage("/dev/shm")
+    assert here.shm_bytes == (shm.total if shm is not None else None)
+    assert not hasattr(tj_dist, "container_memory_limit")  # the weaker reader is gone
 
 
 def test_detect_environment_on_this_machine() -> None:

@@ -136,10 +136,11 @@ def test_crash_between_weights_and_config_is_detected(
 def test_leftovers_of_a_killed_writer_are_removed_by_the_next_save(
     tmp_path: Path, tiny_agent: TrafficAgent
 ) -> None:
-    """A writer killed mid-save leaves its private folder, with safetensors' own temp file
-    (``.tmpXXXXXX``) inside; nothing is left next to the checkpoint files after the next save."""
+    """A writer killed mid-save leaves its private folder (named for the weights and the dead
+    writer's pid), with safetensors' own temp file (``.tmpXXXXXX``) inside; nothing is left next
+    to the checkpoint files after the next save."""
     tiny_agent.save(tmp_path)
-    stale = tmp_path / ".writing-k1ll3d"
+    stale = tmp_path / ".tmp-model.safetensors-9999999-k1ll3d"  # pid above any pid_max: dead
     stale.mkdir()
     (stale / ".tmpAbC123").write_bytes(b"half a safetensors file")
     tiny_agent.save(tmp_path)

@@ -107,20 +107,37 @@ def test_missing_root_raises_no_such_process() -> None:
 
 
 def test_sampler_carries_pss_within_its_cpu_budget_and_estimates_growth(worker_tree) -> None:
+    # Both clocks are injected: the wall clock says when a read happens, the CPU clock what a
+    # full PSS read costs (1 ms here, whatever this machine's real cost), so the budget's
+    # arithmetic is fixed: 1 ms at 0.1 % of a core -> the next full read is due 1 s later.
     now = [0.0]
+    cpu = [0.0]
+
+    def cpu_clock() -> float:
+        cpu[0] += 0.001  # read before and after a full read: it costs 1 ms
+        return cpu[0]
+
     root = worker_tree.root.pid
-    sampler = TreeSampler(root, max_cpu_fraction=0.001, clock=lambda: now[0])
+    sampler = TreeSampler(
+        root, max_cpu_fraction=0.001, clock=lambda: now[0], cpu_clock=cpu_clock
+    )
     first = sampler.read()
     assert first.pss_age_s == 0.0 and first.rss_at_pss is None and sampler.full_reads == 1
+    assert sampler.full_cpu_s == pytest.approx(0.001)
     assert worker_tree.send("alloc a 100") == "ok"
-    now[0] = 0.5  # inside the budget window (a full read costs >= 1 ms -> >= 1 s wait)
+    now[0] = 0.5  # inside the budget window
     carried = sampler.read()
     assert sampler.full_reads == 1 and carried.pss_age_s == 0.5
     assert carried.pss == first.pss and carried.rss_at_pss == first.rss
     assert abs(carried.pss_estimate - first.pss - 100 * MiB) < 10 * MiB
-    now[0] = 1e6  # budget window over: PSS is read again
+    now[0] = 0.99  # still inside: RSS only (the CPU clock is not even read)
+    assert sampler.read().pss_age_s == 0.99 and sampler.full_reads == 1
+    now[0] = 1.5  # budget window over: PSS is read again
     fresh = sampler.read()
     assert sampler.full_reads == 2 and fresh.pss_age_s == 0.0
     assert abs(fresh.pss - first.pss - 100 * MiB) < 10 * MiB
+    assert sampler.full_cpu_s == pytest.approx(0.002)
+    now[0] = 2.4  # the window restarts at the last full read (1.5 + 1 s)
+    assert sampler.read().pss_age_s == pytest.approx(0.9) and sampler.full_reads == 2
     with pytest.raises(ValueError, match="max_cpu_fraction"):
         TreeSampler(max_cpu_fraction=0)

@@ -1,4 +1,5 @@
-"""tj-data: memory-disciplined graph datasets (standalone: numpy, h5py, torch, psutil).
+"""tj-data: memory-disciplined graph datasets (standalone: numpy, h5py, torch, psutil and
+tj-monitor's core, for the memory limit and process-tree PSS).
 
 Store: `GraphStoreWriter` writes a CSR graph store (npy or HDF5), `GraphStore.open` reads it.
 Datasets: `MmapGraphDataset`, `HDF5GraphDataset`, `ChunkedGraphDataset` (map-style),
@@ -6,8 +7,8 @@ Datasets: `MmapGraphDataset`, `HDF5GraphDataset`, `ChunkedGraphDataset` (map-sty
 Batching: `collate_graphs` -> `GraphBatch`; samplers `DistributedChunkSampler`,
 `ChunkShuffleSampler`, `ByteBudgetBatchSampler`. Import: `import_json_chunks`.
 Loading within a RAM budget: `plan_loader` -> `LoaderPlan`, `build_loader`, `autotune_loader`,
-`DynamicBatchSize`. Caches: `LRUCache`, `DiskCache`, `TieredCache`. Data preparation:
-`compute_statistics`, `Normalizer`, `quantize_store`, `Augmenter`.
+`DynamicBatchSize`, `default_budget`. Caches: `LRUCache`, `DiskCache`, `TieredCache`. Data
+preparation: `compute_statistics`, `Normalizer`, `quantize_store`, `Augmenter`.
 """
 
 # Every public name is imported on first use (SPEC 1 lazy loading, scientific-python's

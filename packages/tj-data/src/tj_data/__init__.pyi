@@ -11,6 +11,7 @@ from .autotune import (
 )
 from .backends import HDF5Options, HDF5ReadOptions
 from .batch import GraphBatch
+from .budget import default_budget
 from .byte_budget import ByteBudgetBatchSampler
 from .chunked import CacheInfo, ChunkedGraphDataset
 from .collate import BatchTransform, GraphCollator, collate_graphs
@@ -30,6 +31,7 @@ from .errors import (
     StoreIncompleteError,
     StoreNotFoundError,
 )
+from .estimate import WorkerCost, worker_baseline
 from .json_import import import_json_chunks
 from .live import LiveGraphDataset, LiveQueue, QueueClosed
 from .loader import PlannedLoader, build_loader
@@ -39,7 +41,6 @@ from .mapped import GraphDataset, HDF5GraphDataset, MmapGraphDataset
 from .moments import RunningMoments
 from .normalize import ColumnNorm, FieldNorm, Normalizer
 from .plan import LoaderPlan, MemoryEstimate, estimate_plan, plan_loader
-from .pss import PeakPssSampler, TreeMemory, tree_memory
 from .pyg import sample_to_pyg
 from .quant import dequantize_array, dequantize_tensor, fit_quant_params, quantize_array
 from .quantize_store import FieldQuantReport, QuantizeReport, quantize_store
@@ -47,11 +48,12 @@ from .samplers import ChunkShuffleSampler, DistributedChunkSampler
 from .schema import FieldSpec, QuantParams, Schema
 from .seeding import SeedContext
 from .shuffle_buffer import ByteShuffleBuffer
+from .state import StateMismatchError
 from .statistics import FieldStatistics, compute_statistics, load_statistics
 from .store import GraphStore, SizeIndex
 from .streaming import StreamingGraphDataset
-from .sysmem import cgroup_memory_limit, default_budget, memory_limit
 from .tiered_cache import TieredCache, TieredStats
+from .verify import VerifyReport
 from .window import WindowCollator, WindowDataset, match_nodes, match_nodes_batched
 from .writer import GraphStoreWriter
 
@@ -99,7 +101,6 @@ __all__ = [
     "MemoryEstimate",
     "MmapGraphDataset",
     "Normalizer",
-    "PeakPssSampler",
     "PlannedLoader",
     "QuantParams",
     "QuantizationError",
@@ -112,6 +113,7 @@ __all__ = [
     "SeedContext",
     "ShardInfo",
     "SizeIndex",
+    "StateMismatchError",
     "StatisticsError",
     "StoreCorruptError",
     "StoreError",
@@ -121,13 +123,13 @@ __all__ = [
     "StreamingGraphDataset",
     "TieredCache",
     "TieredStats",
-    "TreeMemory",
+    "VerifyReport",
     "WindowCollator",
     "WindowDataset",
+    "WorkerCost",
     "__version__",
     "autotune_loader",
     "build_loader",
-    "cgroup_memory_limit",
     "collate_graphs",
     "compute_statistics",
     "default_budget",
@@ -140,11 +142,10 @@ __all__ = [
     "load_statistics",
     "match_nodes",
     "match_nodes_batched",
-    "memory_limit",
     "nbytes_of",
     "plan_loader",
     "quantize_array",
     "quantize_store",
     "sample_to_pyg",
-    "tree_memory",
+    "worker_baseline",
 ]

@@ -1,37 +1,17 @@
-"""Atomic file writes (temp file in the target directory, fsync, rename) and sha256 helpers."""
+"""sha256 helpers: a whole file, and bytes hashed on their way to disk.
+
+Atomic writes (temp, fsync, rename) are tj-monitor's (`tj_monitor.atomic`), not repeated here.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-__all__ = ["HashingWriter", "atomic_write_json", "fsync_dir", "sha256_file"]
+__all__ = ["HashingWriter", "sha256_file"]
 
 _BLOCK = 1 << 20
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or create inside `path` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write JSON to `path` atomically: readers see the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(obj, indent=1, sort_keys=False).encode()
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def sha256_file(path: Path) -> str:

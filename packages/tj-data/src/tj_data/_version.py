@@ -1,1 +1,5 @@
-__version__ = "0.1.0"
+"""The installed version, from package metadata: one source of truth (pyproject.toml)."""
+
+from importlib import metadata as _metadata
+
+__version__ = _metadata.version("tj-data")

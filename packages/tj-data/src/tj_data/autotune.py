@@ -24,7 +24,7 @@ from tj_data.batch import GraphBatch
 from tj_data.errors import BudgetError
 from tj_data.loader import build_loader
 from tj_data.plan import LoaderPlan, estimate_plan, plan_loader
-from tj_data.pss import PeakPssSampler, tree_memory
+from tj_monitor import PeakPssSampler, tree_memory
 
 __all__ = ["SEED_TABLE", "AutotuneResult", "CandidateResult", "autotune_loader", "hand_plans"]
 

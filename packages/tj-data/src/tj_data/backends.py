@@ -4,14 +4,13 @@ npy: one folder per shard, one ``<array>.npy`` per array, written into a temp fo
 renamed (atomic). Opened with ``np.load(mmap_mode="r")``: pages are shared by every process.
 hdf5: one file per writer session, one group per shard, chunked datasets with optional lzf/gzip.
 The file is written under a temp name and renamed on close, so a killed writer never leaves a
-half-written HDF5 file that a manifest points to.
+half-written HDF5 file that a manifest points to. Both go through tj-monitor's `AtomicPath`
+(temp entries ``.tmp-<name>-<pid>-*``, removed by the next writer once their writer is dead).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,10 @@ from typing import Any, Literal
 import h5py
 import numpy as np
 
-from tj_data._fs import HashingWriter, fsync_dir
+from tj_data._fs import HashingWriter
 from tj_data.errors import StoreCorruptError
 from tj_data.manifest import ShardInfo
+from tj_monitor import AtomicPath
 
 __all__ = ["HDF5Options", "HDF5ReadOptions", "HDF5ShardWriter", "NpyShardWriter", "open_npy_shard"]
 
@@ -80,25 +80,16 @@ class NpyShardWriter:
     def write(
         self, name: str, arrays: Mapping[str, np.ndarray], counts: tuple[int, int, int]
     ) -> ShardInfo:
-        final = self.root / name
-        tmp = self.root / f".tmp-{name}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
         files: dict[str, dict[str, Any]] = {}
-        for key, arr in arrays.items():
-            path = tmp / f"{key}.npy"
-            with open(path, "wb") as f:
-                hw = HashingWriter(f)
-                np.save(hw, np.ascontiguousarray(arr), allow_pickle=False)
-                f.flush()
-                os.fsync(f.fileno())
-            files[f"{key}.npy"] = {"sha256": hw.hexdigest(), "nbytes": hw.nbytes}
-        fsync_dir(tmp)
-        if final.exists():  # left by an interrupted writer; never referenced by a manifest
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        fsync_dir(self.root)
+        # a folder already at the final name was left by an interrupted writer and is never
+        # referenced by a manifest: publishing replaces it
+        with AtomicPath(self.root / name) as tmp:
+            tmp.mkdir()
+            for key, arr in arrays.items():
+                with open(tmp / f"{key}.npy", "wb") as f:
+                    hw = HashingWriter(f)
+                    np.save(hw, np.ascontiguousarray(arr), allow_pickle=False)
+                files[f"{key}.npy"] = {"sha256": hw.hexdigest(), "nbytes": hw.nbytes}
         s, n, e = counts
         return ShardInfo(name=name, num_samples=s, num_nodes=n, num_edges=e, files=files)
 
@@ -106,8 +97,7 @@ class NpyShardWriter:
         """Nothing to finalise: every shard is durable once written."""
 
     def abort(self) -> None:
-        for p in self.root.glob(f".tmp-*-{os.getpid()}"):
-            shutil.rmtree(p, ignore_errors=True)
+        """Nothing to remove: a shard whose write failed removed its temp folder already."""
 
 
 class HDF5ShardWriter:
@@ -115,12 +105,13 @@ class HDF5ShardWriter:
 
     def __init__(self, root: Path, container: str, options: HDF5Options) -> None:
         self.root, self.container, self.options = root, container, options
-        self.tmp = root / f".{container}.{os.getpid()}.tmp"
+        self._out: AtomicPath | None = None  # the file stays open from the first shard to close()
         self._file: h5py.File | None = None
 
     def _open(self) -> h5py.File:
         if self._file is None:
-            self._file = h5py.File(self.tmp, "w", libver="latest")
+            self._out = AtomicPath(self.root / self.container)
+            self._file = h5py.File(self._out.tmp, "w", libver="latest")
         return self._file
 
     def write(
@@ -157,24 +148,21 @@ class HDF5ShardWriter:
         )
 
     def close(self) -> None:
-        """Flush, fsync and rename the file into place (before the manifest is written)."""
-        if self._file is None:
+        """Close, fsync and rename the file into place (before the manifest is written)."""
+        if self._file is None or self._out is None:
             return
         self._file.close()
         self._file = None
-        fd = os.open(self.tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self.tmp, self.root / self.container)
-        fsync_dir(self.root)
+        self._out.publish()
+        self._out = None
 
     def abort(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
-        self.tmp.unlink(missing_ok=True)
+        if self._out is not None:
+            self._out.discard()
+            self._out = None
 
 
 def open_npy_shard(root: Path, info: ShardInfo) -> dict[str, np.ndarray]:

@@ -3,7 +3,8 @@ edges and/or samples, computed from the store's size index (no sample is read).
 
 The global order is the chunk-local shuffle of `DistributedChunkSampler`; batches are packed
 greedily in that order, then split across ranks so every rank gets the same number of batches
-(padding repeats batches from the start, or drop_last drops the tail).
+(padding repeats batches from the start, or drop_last drops the tail). Resumable state:
+`tj_data.state` ("consumed" counts batches).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from tj_data.order import chunk_shuffle_order, dist_rank_world, pack_by_budget, split_even
-from tj_data.samplers import check_state, store_of
+from tj_data.samplers import data_fingerprint, store_of
+from tj_data.state import StateMismatchError, check_state, make_state
 
 __all__ = ["ByteBudgetBatchSampler"]
 
@@ -73,10 +75,11 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
             window_shards,
             drop_last,
         )
+        self.fingerprint = data_fingerprint(data)
         self.epoch = 0
         self.oversized = 0
-        self._start = 0
-        self._yielded = 0
+        self._consumed = 0  # batches handed out in this epoch
+        self._resume = False  # the next __iter__ continues at _consumed (after load_state_dict)
         self._plan: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _batches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,34 +117,50 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         order, cuts, mine = self._batches()
-        start, self._start = self._start, 0
-        self._yielded = start
+        start = self._consumed if self._resume else 0
+        self._consumed, self._resume = start, False
         for b in mine[start:].tolist():
-            self._yielded += 1
+            self._consumed += 1
             yield order[cuts[b] : cuts[b + 1]].tolist()
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """The next pass is `epoch` from its start (a just loaded state's epoch keeps its
+        position)."""
+        epoch = int(epoch)
+        if not (self._resume and epoch == self.epoch):
+            self.epoch, self._consumed, self._resume = epoch, 0, False
 
     def _identity(self) -> dict[str, Any]:
         """What a saved position is only valid for: a state from another setup is refused."""
         return {
-            "seed": self.seed,
-            "num_replicas": self.num_replicas,
-            "rank": self.rank,
-            "caps": dict(self.caps),
+            "dataset": self.fingerprint,
             "num_samples": int(self.shard_offsets[-1]),
+            "seed": self.seed,
+            "rank": self.rank,
+            "world_size": self.num_replicas,
+            "shuffle": self.shuffle,
+            "window_shards": self.window_shards,
+            "drop_last": self.drop_last,
+            "caps": dict(self.caps),
         }
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Batches yielded so far in the epoch (or `consumed` batches, when given)."""
-        return {
-            "epoch": self.epoch,
-            "offset": self._yielded if consumed is None else int(consumed),
-            **self._identity(),
-        }
+    def state_dict(self) -> dict[str, Any]:
+        """Position in the epoch: batches handed out so far ("consumed")."""
+        return make_state(
+            type(self).__name__,
+            epoch=self.epoch,
+            consumed=self._consumed,
+            identity=self._identity(),
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state(state, self._identity(), type(self).__name__)
-        self.epoch = int(state["epoch"])
-        self._start = self._yielded = int(state["offset"])
+        """The next `__iter__` continues epoch `state["epoch"]` after `state["consumed"]`."""
+        st = check_state(state, kind=type(self).__name__, identity=self._identity())
+        epoch, self.epoch = self.epoch, st["epoch"]
+        if st["consumed"] > len(self):  # the batch count of the loaded epoch
+            self.epoch = epoch
+            raise StateMismatchError(
+                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
+                f"{len(self)} batches of epoch {st['epoch']}"
+            )
+        self._consumed, self._resume = st["consumed"], True

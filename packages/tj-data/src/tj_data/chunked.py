@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from cachetools import LRUCache
@@ -96,7 +96,7 @@ class ChunkedGraphDataset(GraphDataset):
         cache_chunks: int = 3,
         cache_bytes: int | None = None,
         fields: Sequence[str] | None = None,
-        verify: bool = False,
+        verify: bool | Literal["once"] = False,
         transforms: Sequence[BatchTransform] = (),
         hdf5: HDF5ReadOptions | None = None,
         dequantize: str = "host",

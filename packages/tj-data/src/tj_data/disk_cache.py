@@ -5,9 +5,10 @@ diskcache pickles values (reading a cache directory would run code) and has no c
 file truncated by a crash could be returned; its LRU policy writes SQLite on every read, one
 lock shared by all DataLoader workers. `benchmarks/bench_cache.py` measures both.
 
-Design: one file per entry under a 256-way fan-out, named by a hash of the key. A write goes to a
-temp file in the same directory and `os.replace`s into place (atomic: a reader sees the old entry
-or the new one, and a process killed mid-write leaves only a temp file, removed later). Reads
+Design: one file per entry under a 256-way fan-out, named by a hash of the key. A write goes
+through tj-monitor's `atomic_open` (a temp file in the same directory renamed into place: a reader
+sees the old entry or the new one, and a process killed mid-write leaves only a ``.tmp-`` file,
+removed when a cache is opened on the directory). Reads
 verify length + crc32 (`tj_data._codec`); a corrupt entry is logged, deleted and reported as a
 miss, never returned. Recency is the file's mtime, touched on every hit. Eviction takes an
 exclusive `flock` on `.lock`, scans the entries and deletes the least recently used until the
@@ -22,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,13 @@ from typing import Any
 from tj_data._codec import CorruptEntry, decode, encode, key_json
 from tj_data.errors import CacheError
 from tj_data.lru_cache import CacheStats
+from tj_monitor import atomic_open, remove_stale_temps
 
 __all__ = ["DiskCache"]
 
 log = logging.getLogger(__name__)
 _SUFFIX = ".tjc"
-_TMP = ".tmp-"
-_STALE_TMP_S = 3600.0
+_STALE_TMP_S = 3600.0  # a temp this old is stale even if its pid runs (reused, or another host)
 
 
 class DiskCache:
@@ -71,7 +71,7 @@ class DiskCache:
         self.checksum = checksum
         self._check_writable()
         self._reset_counters()
-        self._remove_stale_tmp()
+        remove_stale_temps(self.directory, max_age_s=_STALE_TMP_S, recursive=True)
 
     def _reset_counters(self) -> None:
         self.hits = self.misses = self.evictions = self.corrupt = self.rejected = 0
@@ -87,12 +87,12 @@ class DiskCache:
         self._reset_counters()
 
     def _check_writable(self) -> None:
-        probe = self.directory / f"{_TMP}probe-{os.getpid()}"
+        probe = self.directory / f".tmp-probe-{os.getpid()}-{id(self):x}"  # a live writer's temp
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with open(probe, "wb") as f:
                 f.write(b"ok")
-            probe.unlink()
+            probe.unlink(missing_ok=True)
             (self.directory / ".lock").touch(exist_ok=True)
         except OSError as exc:
             raise CacheError(
@@ -130,20 +130,6 @@ class DiskCache:
 
     def _scan_total(self) -> int:
         return sum(size for _, size, _ in self._scan())
-
-    def _remove_stale_tmp(self) -> None:
-        """Temp files of writers that died (killed mid-write): their pid is gone or they are old."""
-        now = time.time()
-        for root, _dirs, files in os.walk(self.directory):
-            for name in files:
-                if not name.startswith(_TMP):
-                    continue
-                p = Path(root) / name
-                pid = name.split("-")[1] if name.count("-") >= 3 else ""
-                dead = pid.isdigit() and not _pid_alive(int(pid))
-                with contextlib.suppress(FileNotFoundError):
-                    if dead or now - p.stat().st_mtime > _STALE_TMP_S:
-                        p.unlink()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -194,19 +180,10 @@ class DiskCache:
             return False
         path = self._path(key)
         path.parent.mkdir(exist_ok=True)
-        tmp = path.parent / f"{_TMP}{os.getpid()}-{time.monotonic_ns()}-{path.name}"
-        try:
-            with open(tmp, "wb") as f:
-                for b in buffers:
-                    f.write(b)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            raise
+        # no per-put sweep (it lists the folder): dead writers' temps go when a cache is opened
+        with atomic_open(path, fsync=self.fsync, sweep=False) as f:
+            for b in buffers:
+                f.write(b)
         self._since += size
         slack = (1.0 - self.low_water) * self.max_bytes / 2  # other processes write too
         if self._total is None or self._total + self._since > self.max_bytes or self._since > slack:
@@ -308,13 +285,3 @@ class DiskCache:
 
     def __repr__(self) -> str:
         return f"DiskCache({str(self.directory)!r}, max_bytes={self.max_bytes})"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

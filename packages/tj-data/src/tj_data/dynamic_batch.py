@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import Sampler
 
-from tj_data.pss import tree_memory
+from tj_monitor import tree_memory
 
 __all__ = ["BatchSizeEvent", "DynamicBatchSampler", "DynamicBatchSize"]
 

@@ -7,14 +7,14 @@
 - `batch_bytes`: the p99 and max collated bytes of random batches of `batch_size` items (drawn
   from the size index: variable-size graphs make the mean a poor bound).
 - `worker_baseline`: what a real DataLoader worker over this dataset adds to the tree's PSS
-  (started once per process, dataset kind and start method, then cached: ~0.3 s with fork,
-  seconds with spawn).
+  (measured on every call, ~0.3 s with fork, seconds with spawn; nothing is cached here: the
+  caller keeps the `WorkerCost`, e.g. on the `LoaderPlan` that `plan_loader` returns, and
+  passes it back to re-estimate).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -29,11 +29,11 @@ from tj_data.chunked import ChunkedGraphDataset
 from tj_data.gather import gather_samples
 from tj_data.live import LiveGraphDataset
 from tj_data.mapped import GraphDataset
-from tj_data.pss import tree_memory
 from tj_data.schema import Schema
 from tj_data.store import GraphStore
 from tj_data.streaming import StreamingGraphDataset
 from tj_data.window import WindowDataset
+from tj_monitor import tree_memory
 
 __all__ = [
     "TERMS",
@@ -47,7 +47,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _ALIGN = 64
-_BASELINES: dict[tuple[int, str, str], WorkerCost] = {}  # per-process memo of a measured constant
 
 
 @dataclass(kw_only=True)
@@ -182,26 +181,20 @@ def worker_baseline(
     batch_size: int = 32,
     batches: int = 8,
 ) -> WorkerCost:
-    """Measure one real DataLoader worker over this dataset (cached per process, dataset kind
-    and start method): the tree PSS it adds and its USS. The worker runs tj-data's worker init
-    (`gc.freeze`), as `build_loader`'s workers do."""
+    """Measure one real DataLoader worker over this dataset now: the tree PSS it adds and its
+    USS. The worker runs tj-data's worker init (`gc.freeze`), as `build_loader`'s workers do.
+    Each call measures (the cost depends on the dataset, its collate and the start method);
+    keep the result to reuse it (`plan_loader(worker_cost=...)`, `LoaderPlan.worker_cost`)."""
     from tj_data.loader import WorkerInit
 
-    ctx = (
-        multiprocessing_context or torch.multiprocessing.get_start_method(allow_none=True) or "fork"
-    )
-    key = (os.getpid(), type(dataset).__name__, ctx)
-    if key in _BASELINES:
-        return _BASELINES[key]
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
     if isinstance(dataset, torch.utils.data.IterableDataset):  # its buffer is its own term
         dataset = GraphDataset(dataset.store, fields=list(dataset.schema.names))
         collate_fn = dataset.collate_fn
     # realistic batches (allocator and library paths warm up) from the first items only, so the
     # pages it maps stay a small part of one shard (mapped pages are their own term)
     ds = Subset(dataset, list(range(min(len(dataset), batch_size * batches))))
-    pss0 = tree_memory().pss
+    tree0 = tree_memory()
+    before = set(tree0.pids)  # the tree before the worker starts
     loader = DataLoader(
         ds,
         batch_size=batch_size,
@@ -218,13 +211,9 @@ def worker_baseline(
                 next(it)
             except StopIteration:
                 break
-        first = tree_memory().pss - pss0
-        for p in me.children(recursive=True):
-            if p.pid not in before:
-                try:
-                    uss += p.memory_full_info().uss
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
+        tree = tree_memory(per_process=True)  # one reading: the tree's growth and the new USS
+        first = tree.pss - tree0.pss
+        uss = sum(p.uss for p in tree.per_process if p.pid not in before)
     finally:
         shutdown = getattr(it, "_shutdown_workers", None)
         if callable(shutdown):
@@ -234,9 +223,7 @@ def worker_baseline(
     if uss == 0:
         log.warning("could not measure a DataLoader worker's memory; assuming 64 MiB")
         uss = 64 << 20
-    cost = WorkerCost(first=max(first, uss), each=uss)
-    _BASELINES[key] = cost
-    return cost
+    return WorkerCost(first=max(first, uss), each=uss)
 
 
 def _wait_gone(before: set[int], timeout: float = 10.0) -> None:

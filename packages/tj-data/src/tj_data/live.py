@@ -5,6 +5,8 @@
 by construction since it is pulled) through the same byte-bounded shuffle buffer and optional
 batching as `StreamingGraphDataset`. It runs in the consuming process (DataLoader
 num_workers=0): the queue lives in the producer's process and is not shared with workers.
+Resumable state (`tj_data.state`): epoch and items delivered; an online source cannot be rewound,
+so a load restores the epoch and the count, not the samples that were queued or buffered.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tj_data.collate import BatchTransform, GraphCollator
 from tj_data.order import epoch_rng
 from tj_data.schema import Schema
 from tj_data.shuffle_buffer import ByteShuffleBuffer
+from tj_data.state import check_state, make_state, pass_position
 
 __all__ = ["LiveGraphDataset", "LiveQueue", "QueueClosed", "sample_nbytes"]
 
@@ -138,7 +141,10 @@ class LiveGraphDataset(IterableDataset):
             seed,
         )
         self.collate_fn = GraphCollator(schema, transforms, dequantize=dequantize)
-        self.epoch = 0
+        self.epoch = 0  # epoch of the next pass
+        self._pass_epoch: int | None = None
+        self._consumed = 0  # items handed out in the current pass
+        self._resume: int | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any] | GraphBatch]:
         if get_worker_info() is not None:
@@ -148,7 +154,14 @@ class LiveGraphDataset(IterableDataset):
         buf: ByteShuffleBuffer[dict[str, Any]] = ByteShuffleBuffer(
             self.shuffle_buffer_bytes, epoch_rng(self.seed, self.epoch)
         )
+        self._pass_epoch = self.epoch
         self.epoch += 1
+        self._consumed, self._resume = self._resume or 0, None
+        for item in self._items(buf):
+            self._consumed += 1
+            yield item
+
+    def _items(self, buf: ByteShuffleBuffer[dict[str, Any]]) -> Iterator[Any]:
         batch: list[dict[str, Any]] = []
 
         def emit(samples: Iterator[dict[str, Any]]) -> Iterator[Any]:
@@ -170,3 +183,29 @@ class LiveGraphDataset(IterableDataset):
         yield from emit(buf.drain())
         if batch:
             yield self.collate_fn(list(batch))
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass is `epoch` (a just loaded state's epoch keeps its count)."""
+        epoch = int(epoch)
+        if not (self._resume is not None and epoch == self.epoch):
+            self.epoch, self._resume, self._pass_epoch, self._consumed = epoch, None, None, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch and items (samples, or batches with `batch_size`) handed out in it."""
+        epoch, consumed = pass_position(self.epoch, self._resume, self._pass_epoch, self._consumed)
+        return make_state(
+            type(self).__name__, epoch=epoch, consumed=consumed, identity=self._identity()
+        )
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "shuffle_buffer_bytes": self.shuffle_buffer_bytes,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The next pass continues epoch `state["epoch"]`, counting on from `state["consumed"]`
+        (what the source produces next: an online source is not rewound)."""
+        st = check_state(state, kind=type(self).__name__, identity=self._identity())
+        self.epoch, self._resume, self._pass_epoch = st["epoch"], st["consumed"], None

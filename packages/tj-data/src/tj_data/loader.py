@@ -9,14 +9,18 @@
 - Sampler: map-style tj-data datasets (windows included) get a `DistributedChunkSampler` for
   (rank, world_size) with the plan's `window_shards` (shard-local shuffling keeps the mapped
   working set small); a streaming dataset partitions itself (its rank/world must match).
-- `PlannedLoader.set_epoch(e)` reaches the sampler, the dataset, the collate transforms and the
-  worker seeds; without a call, each new iteration advances the epoch by one.
+- `PlannedLoader.set_epoch(e)` reaches the sampler, the dataset (streams too), the collate
+  transforms and the worker seeds; without a call, each new iteration advances the epoch by one.
+- Resumable state (`tj_data.state`): the loader counts the batches it handed to the caller and
+  keeps its sampler's (or stream's) state at exactly that position: prefetched batches are not
+  counted, so `state_dict()` after k batches resumes, in a fresh loader, at batch k + 1.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -28,6 +32,7 @@ from tj_data.order import dist_rank_world
 from tj_data.plan import LoaderPlan
 from tj_data.samplers import DistributedChunkSampler
 from tj_data.seeding import SeedContext, derive_seed, seed_globals, worker_id
+from tj_data.state import check_state, make_state
 
 __all__ = ["EpochSeededCollate", "PlannedLoader", "WorkerInit", "build_loader"]
 
@@ -80,7 +85,14 @@ class EpochSeededCollate:
 
 class PlannedLoader(DataLoader):
     """A DataLoader that knows its `plan`, and whose epochs reach sampler, dataset, transforms
-    and worker seeds (`set_epoch`; without it, each `iter()` after the first advances by one)."""
+    and worker seeds (`set_epoch`; without it, each `iter()` after the first advances by one).
+
+    `state_dict()` / `load_state_dict()` (`tj_data.state`): the position after the batches this
+    loader handed out ("consumed", batches of the epoch) with its source's state at that position
+    ("source": the sampler's, the batch sampler's or the stream's). A map-style loader records
+    the sampler's state as each index batch is sent to the workers and commits it when that
+    batch is delivered (delivery is in order); a stream with workers is positioned by the count
+    of delivered batches (the stream maps it to its workers' round-robin)."""
 
     plan: LoaderPlan
     seeds: SeedContext
@@ -89,25 +101,170 @@ class PlannedLoader(DataLoader):
         self.plan, self.seeds = plan, seeds
         self._epoch = 0
         self._explicit = True  # the first pass uses epoch 0
+        self._sent: deque[dict[str, Any]] = deque()  # source states of sent, undelivered batches
+        self._position: dict[str, Any] | None = None  # source state after the last delivery
+        self._pass_start: dict[str, Any] | None = None  # source state when the pass began
+        self._delivered = 0  # batches handed out in this epoch (a resumed pass starts above 0)
+        self._pass_delivered = 0  # batches handed out by the current pass
+        self._resume_batches: int | None = None
+        self._worker_epoch: int | None = None  # epoch persistent stream workers stream next
 
     @property
     def epoch(self) -> int:
         return self._epoch
 
+    @property
+    def _streams(self) -> bool:
+        return isinstance(self.dataset, IterableDataset)
+
     def set_epoch(self, epoch: int) -> None:
-        self._epoch = int(epoch)
+        epoch = int(epoch)
+        if not (self._resume_batches is not None and epoch == self._epoch):
+            # a new pass from the start (a just loaded position is kept for its own epoch)
+            self._resume_batches, self._position, self._pass_start = None, None, None
+            self._delivered = 0
+        self._epoch = epoch
         self._explicit = True
         self.seeds.set_epoch(self._epoch)
-        targets = [self.sampler, self.batch_sampler, self.collate_fn]
-        if not isinstance(self.dataset, IterableDataset):  # a stream advances its own epochs
-            targets.append(self.dataset)
+        targets = [self.sampler, self.batch_sampler, self.collate_fn, self.dataset]
         forward([t for t in targets if t is not None], "set_epoch", self._epoch)
+        if self._worker_epoch is not None and self._worker_epoch != epoch:
+            self._restart_workers()  # persistent stream copies would not see this epoch
+
+    def _restart_workers(self) -> None:
+        """Drop persistent workers: their copies of a stream carry its epoch and position."""
+        self._iterator, self._worker_epoch = None, None
+
+    def _source(self) -> Any:
+        """The object whose state is the loader's position (None: nothing stateful)."""
+        if self._streams:
+            found = [self.dataset]
+        else:
+            found = [self.batch_sampler, getattr(self.batch_sampler, "sampler", None), self.sampler]
+        for obj in found:
+            if callable(getattr(obj, "state_dict", None)) and callable(
+                getattr(obj, "load_state_dict", None)
+            ):
+                return obj
+        return None
+
+    @property
+    def _index_sampler(self) -> Any:
+        # DataLoader's iterators draw index batches from this (torch >= 1.2): wrap it so each
+        # batch sent records the source's state (the ordering torchdata's loader relies on too)
+        inner = super()._index_sampler
+        sent = getattr(self, "_sent", None)
+        source = self._source() if sent is not None and not self._streams else None
+        return inner if source is None else _Recorder(inner, source, sent)
 
     def __iter__(self) -> Iterator[Any]:
         if not self._explicit:
             self.set_epoch(self._epoch + 1)
         self._explicit = False
-        return super().__iter__()
+        source = self._source()
+        self._sent.clear()
+        self._pass_start = self._position = None if source is None else source.state_dict()
+        self._delivered, self._resume_batches = self._resume_batches or 0, None
+        self._pass_delivered = 0
+        it = super().__iter__()
+        if self._streams and self.persistent_workers:
+            self._worker_epoch = self._epoch + 1
+        return _Counted(it, self)
+
+    def _delivered_one(self) -> None:
+        self._delivered += 1
+        self._pass_delivered += 1
+        if self._sent:
+            self._position = self._sent.popleft()
+
+    def _identity(self) -> dict[str, Any]:
+        # a stream's split over workers depends on their number; a sampler's does not
+        return {"num_workers": self.num_workers} if self._streams else {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position after the batches handed out so far (see the class docstring)."""
+        source = self._source()
+        if source is None:
+            raise TypeError(
+                f"PlannedLoader: {type(self.sampler).__name__} has no state_dict(); use a tj-data "
+                "sampler (the default) for a resumable position"
+            )
+        if not self._streams:
+            inner = self._position if self._position is not None else source.state_dict()
+        elif self.num_workers == 0 or self._pass_start is None:
+            inner = source.state_dict()  # in this process, the stream counts exactly
+        elif self.batch_size is not None:
+            raise ValueError(
+                "PlannedLoader: a stream batched by DataLoader workers cannot be positioned "
+                "exactly; give the dataset batch_size= (build_loader then passes batches through)"
+            )
+        else:
+            inner = dict(self._pass_start)
+            inner["consumed"] += self._pass_delivered
+        state = make_state(
+            "PlannedLoader", epoch=inner["epoch"], consumed=self._delivered,
+            identity=self._identity(),
+        )  # fmt: skip
+        state["source"] = dict(inner)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next iteration continues after the saved position (then epochs go on as usual).
+        Also takes the state of the source alone (what tj-data 0.1 checkpoints held)."""
+        source = self._source()
+        if source is None:
+            raise TypeError(
+                f"PlannedLoader: {type(self.sampler).__name__} has no load_state_dict()"
+            )
+        if isinstance(state, Mapping) and "source" in state:
+            st = check_state(state, kind="PlannedLoader", identity=self._identity())
+            inner, batches = st["source"], st["consumed"]
+        else:
+            inner, batches = state, 0
+        source.load_state_dict(inner)
+        loaded = source.state_dict()
+        self.set_epoch(loaded["epoch"])  # the same epoch: the source keeps its loaded position
+        self._resume_batches = self._delivered = batches
+        self._position = self._pass_start = None
+        self._sent.clear()
+        if self._streams:
+            self._restart_workers()
+
+
+class _Recorder:
+    """An index sampler that appends `source.state_dict()` to `sent` as each batch leaves it."""
+
+    def __init__(self, inner: Any, source: Any, sent: deque[dict[str, Any]]) -> None:
+        self.inner, self.source, self.sent = inner, source, sent
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in self.inner:
+            self.sent.append(self.source.state_dict())
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+class _Counted:
+    """The DataLoader's iterator, telling the loader of every batch it hands out."""
+
+    def __init__(self, it: Any, loader: PlannedLoader) -> None:
+        self._it, self._loader = it, loader
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._it)
+        self._loader._delivered_one()
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._it)
+
+    def __getattr__(self, name: str) -> Any:  # _shutdown_workers and friends
+        return getattr(self._it, name)
 
 
 def _apply_plan(dataset: Any, plan: LoaderPlan) -> None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tj_data._fs import atomic_write_json
 from tj_data._version import __version__
 from tj_data.errors import StoreCorruptError, StoreFormatVersionError
 from tj_data.schema import Schema
+from tj_monitor import atomic_write_json
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MANIFEST", "PARTIAL_MANIFEST", "Manifest", "ShardInfo"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -29,7 +29,7 @@ Sample = dict[str, Any]
 def as_store(
     store: GraphStore | str | os.PathLike[str],
     *,
-    verify: bool = False,
+    verify: bool | Literal["once"] = False,
     hdf5: HDF5ReadOptions | None = None,
 ) -> GraphStore:
     return (
@@ -43,7 +43,8 @@ class GraphDataset(Dataset[Sample]):
     Args:
         store: a `GraphStore` or a path to open.
         fields: keep only these fields (None: all); `edge_index` is always kept.
-        verify: check sha256 of every array when opening a path.
+        verify: check sha256 of every array when opening a path ("once": only arrays not yet
+            verified or changed since, see `GraphStore.open`).
         transforms: batch transforms for `collate_fn` (normalisation, augmentation).
         dequantize: quantised fields are decoded in `collate_fn` ("host", default) or left
             stored for `batch.to(device).dequantize()` ("device": int8 crosses the bus).
@@ -58,7 +59,7 @@ class GraphDataset(Dataset[Sample]):
         store: GraphStore | str | os.PathLike[str],
         *,
         fields: Sequence[str] | None = None,
-        verify: bool = False,
+        verify: bool | Literal["once"] = False,
         transforms: Sequence[BatchTransform] = (),
         hdf5: HDF5ReadOptions | None = None,
         dequantize: str = "host",
@@ -104,6 +105,11 @@ class GraphDataset(Dataset[Sample]):
 
     def size_index(self) -> SizeIndex:
         return self.store.size_index()
+
+    @property
+    def fingerprint(self) -> str:
+        """The store's (indices address the same samples whatever the fields kept)."""
+        return self.store.fingerprint
 
     @property
     def episode_ends(self) -> np.ndarray:

@@ -6,7 +6,7 @@ estimate here sums measured terms for the whole process tree:
 | term | what |
 |---|---|
 | main_process | PSS of this process tree now (the model, the store index, ...) |
-| worker_baseline | measured: the tree PSS the first real worker adds + the USS of each further one |
+| worker_baseline | measured: the tree PSS the first real worker adds + the USS of each further one (`WorkerCost`, kept on the plan as `worker_cost` and reused when it is re-estimated) |
 | prefetched_batches | (workers x prefetch + 2) x p99 collated batch (in flight + in use) |
 | pinned_buffers | with pin_memory: the same count x batch rounded up to a power of two (the CUDA host allocator caches pinned blocks at those sizes) |
 | collate_transient | max(workers, 1) x 2 x batch (samples read + the batch being built) |
@@ -27,16 +27,17 @@ from typing import Any
 
 import torch
 
+from tj_data.budget import default_budget
 from tj_data.errors import BudgetError
 from tj_data.estimate import (
     DatasetProfile,
+    WorkerCost,
     batch_bytes,
     estimate_terms,
     profile_dataset,
     worker_baseline,
 )
-from tj_data.pss import tree_memory
-from tj_data.sysmem import default_budget
+from tj_monitor import tree_memory
 
 __all__ = ["LoaderPlan", "MemoryEstimate", "estimate_plan", "plan_loader"]
 
@@ -77,6 +78,8 @@ class LoaderPlan:
     window_shards: shards a `DistributedChunkSampler` shuffles within (map-style datasets);
     max_open_shards: shards each process keeps mapped (npy); cache_bytes: per-worker chunk cache
     (`ChunkedGraphDataset`); shuffle_buffer_bytes: per-worker buffer (`StreamingGraphDataset`).
+    worker_cost: the measured `WorkerCost` of one DataLoader worker over the planned dataset
+    (None until measured); `with_` and `estimate_plan` reuse it instead of measuring again.
     """
 
     num_workers: int
@@ -93,6 +96,7 @@ class LoaderPlan:
     device: str = "cpu"
     multiprocessing_context: str | None = None
     estimate: MemoryEstimate = field(default_factory=lambda: MemoryEstimate(terms={}))
+    worker_cost: WorkerCost | None = None
 
     def __post_init__(self) -> None:
         if self.num_workers < 0 or self.batch_size < 1:
@@ -120,8 +124,11 @@ class LoaderPlan:
         return self.required_bytes <= self.budget_bytes
 
     def with_(self, dataset: Any, **changes: Any) -> LoaderPlan:
-        """A copy with `changes`, re-estimated for `dataset`."""
+        """A copy with `changes`, re-estimated for `dataset` (a worker is measured only when the
+        plan has workers and no `worker_cost` yet; the measurement is kept on the copy)."""
         p = replace(self, **changes)
+        if p.num_workers and p.worker_cost is None:
+            p = replace(p, worker_cost=_measure_worker(dataset, p))
         return replace(p, estimate=estimate_plan(dataset, p))
 
     def describe(self) -> str:
@@ -139,19 +146,16 @@ def estimate_plan(
     caches: Sequence[Any] = (),
     profile: DatasetProfile | None = None,
     main_bytes: int | None = None,
+    worker_cost: WorkerCost | None = None,
 ) -> MemoryEstimate:
-    """The memory estimate of `plan` on `dataset` (terms measured now)."""
+    """The memory estimate of `plan` on `dataset` (terms measured now). The worker term uses
+    `worker_cost`, else `plan.worker_cost`, else a worker measured now (`worker_baseline`)."""
     prof = profile or profile_dataset(dataset)
-    base = (
-        worker_baseline(
-            dataset,
-            _collate_of(dataset),
-            multiprocessing_context=plan.multiprocessing_context,
-            batch_size=plan.batch_size,
-        )
-        if plan.num_workers
-        else None
-    )
+    base = worker_cost if worker_cost is not None else plan.worker_cost
+    if not plan.num_workers:
+        base = None
+    elif base is None:
+        base = _measure_worker(dataset, plan)
     return MemoryEstimate(
         terms=estimate_terms(
             prof,
@@ -173,6 +177,15 @@ def estimate_plan(
 
 def _collate_of(dataset: Any) -> Any:
     return getattr(dataset, "collate_fn", None)
+
+
+def _measure_worker(dataset: Any, plan: LoaderPlan) -> WorkerCost:
+    return worker_baseline(
+        dataset,
+        _collate_of(dataset),
+        multiprocessing_context=plan.multiprocessing_context,
+        batch_size=plan.batch_size,
+    )
 
 
 def _cache_bytes(caches: Sequence[Any]) -> int:
@@ -216,6 +229,7 @@ def plan_loader(
     caches: Sequence[Any] = (),
     multiprocessing_context: str | None = None,
     headroom: float = 0.25,
+    worker_cost: WorkerCost | None = None,
 ) -> LoaderPlan:
     """The DataLoader settings with the most workers (at most min(cores - 1, max_workers);
     prefetch 2, else 1) whose estimated peak
@@ -224,7 +238,8 @@ def plan_loader(
 
     Args:
         dataset: a tj-data dataset (map-style, streaming, or a WindowDataset).
-        budget_bytes: default: half of the container-aware memory limit (`tj_data.sysmem`).
+        budget_bytes: default: `default_budget()`, half of the container-aware memory limit
+            (`tj_monitor.memory_limit`).
         batch_size: default: the largest power of two <= 256 whose p99 batch is <= min(32 MiB,
             budget / 32).
         device: "cuda..." turns pin_memory on (pinned buffers become a term).
@@ -236,6 +251,9 @@ def plan_loader(
         caches: extra caches (LRUCache / TieredCache) the training loop holds, for the estimate.
         headroom: margin on the loader's terms (see `LoaderPlan.required_bytes`); 0.25 covers
             the gap measured between the estimate and peak PSS over full epochs.
+        worker_cost: a `WorkerCost` measured before (`worker_baseline`, or `worker_cost` of an
+            earlier plan over the same dataset); None measures one worker now (~0.3 s with
+            fork). The returned plan carries it as `worker_cost`.
     Raises BudgetError naming the term that does not fit.
     """
     budget = default_budget() if budget_bytes is None else int(budget_bytes)
@@ -252,8 +270,8 @@ def plan_loader(
     bs = batch_size or _auto_batch_size(prof, budget)
     max_w = min(max(0, cores - 1), max_workers) if cores > 1 and prof.kind != "live" else 0
     worker_range = [num_workers] if num_workers is not None else list(range(max_w, -1, -1))
-    baseline = None
-    if max(worker_range) > 0:  # measured before main: the probe may leave the main a bit larger
+    baseline = worker_cost
+    if baseline is None and max(worker_range) > 0:  # before main: the probe may leave it larger
         baseline = worker_baseline(
             dataset, _collate_of(dataset), multiprocessing_context=multiprocessing_context,
             batch_size=bs,
@@ -293,6 +311,7 @@ def plan_loader(
             device=dev,
             multiprocessing_context=multiprocessing_context,
             headroom=headroom,
+            worker_cost=baseline,
         )
         terms = estimate_terms(
             prof, dataset, workers=w, prefetch=plan.prefetch_factor, batch_size=bs, pin=pin,

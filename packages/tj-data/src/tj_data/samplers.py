@@ -3,9 +3,10 @@
 `DistributedChunkSampler` replaces torch's DistributedSampler for sharded stores: the global
 order is `chunk_shuffle_order` (random shard order, samples shuffled within a window of shards),
 each rank takes a contiguous, equal-length part (padded or dropped), so every rank reads its own
-few shards at a time. `ChunkShuffleSampler` is the single-process case. State protocol:
-`state_dict()` / `load_state_dict()` (+ `set_epoch`); the next `__iter__` after a load resumes
-exactly where the state was taken.
+few shards at a time. `ChunkShuffleSampler` is the single-process case. Resumable state:
+`tj_data.state` ("consumed" counts indices); the next `__iter__` after a load resumes exactly
+where the state was taken. Under a DataLoader, save `PlannedLoader.state_dict()` instead: the
+sampler runs ahead of the training step by the prefetched batches, the loader does not.
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from tj_data.order import chunk_shuffle_order, dist_rank_world, split_even
+from tj_data.state import StateMismatchError, check_state, make_state
 from tj_data.store import GraphStore
 
-__all__ = ["ChunkShuffleSampler", "DistributedChunkSampler", "chunk_layout", "store_of"]
+__all__ = [
+    "ChunkShuffleSampler",
+    "DistributedChunkSampler",
+    "chunk_layout",
+    "data_fingerprint",
+    "store_of",
+]
 
 _BLOCK = 4096
 
@@ -49,13 +57,11 @@ def chunk_layout(data: Any) -> tuple[np.ndarray | None, np.ndarray]:
     return None, store_of(data).shard_offsets.copy()
 
 
-def check_state(state: dict[str, Any], expected: dict[str, Any], who: str) -> None:
-    for key, value in expected.items():
-        if state.get(key) != value:
-            raise ValueError(
-                f"{who}.load_state_dict: state has {key}={state.get(key)!r}, this sampler has "
-                f"{value!r}; an exact resume needs the same {key}"
-            )
+def data_fingerprint(data: Any) -> str:
+    """Identity of what a sampler indexes (a store's shard checksums; a `WindowDataset` adds its
+    window settings): a saved position is refused on other data with the same length."""
+    fp = getattr(data, "fingerprint", None)
+    return str(fp) if fp is not None else store_of(data).fingerprint
 
 
 class DistributedChunkSampler(Sampler[int]):
@@ -91,9 +97,10 @@ class DistributedChunkSampler(Sampler[int]):
             window_shards,
             drop_last,
         )
+        self.fingerprint = data_fingerprint(data)
         self.epoch = 0
-        self._start = 0  # index to resume from in the next __iter__
-        self._yielded = 0
+        self._consumed = 0  # indices handed out in this epoch
+        self._resume = False  # the next __iter__ continues at _consumed (after load_state_dict)
 
     def order(self, epoch: int | None = None) -> np.ndarray:
         """This rank's indices for `epoch` (default: the current one), int64."""
@@ -113,45 +120,52 @@ class DistributedChunkSampler(Sampler[int]):
         return n // self.num_replicas if self.drop_last else -(-n // self.num_replicas)
 
     def __iter__(self) -> Iterator[int]:
-        start, self._start = self._start, 0
-        self._yielded = start
+        start = self._consumed if self._resume else 0
+        self._consumed, self._resume = start, False
         order = self.order()[start:]
         for lo in range(0, len(order), _BLOCK):  # a list of the whole epoch would cost ~36 B
             for i in order[lo : lo + _BLOCK].tolist():  # per index (boxed ints) in the main
-                self._yielded += 1
+                self._consumed += 1
                 yield i
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """The next pass is `epoch` from its start; the epoch of a just loaded state keeps the
+        loaded position (so `load_state_dict` then `set_epoch(state["epoch"])` resumes)."""
+        epoch = int(epoch)
+        if not (self._resume and epoch == self.epoch):
+            self.epoch, self._consumed, self._resume = epoch, 0, False
 
     def _identity(self) -> dict[str, Any]:
         """What a saved position is only valid for: a state from another setup is refused."""
         return {
+            "dataset": self.fingerprint,
+            "num_samples": int(self.shard_offsets[-1]),
             "seed": self.seed,
-            "num_replicas": self.num_replicas,
             "rank": self.rank,
+            "world_size": self.num_replicas,
             "shuffle": self.shuffle,
             "window_shards": self.window_shards,
-            "num_samples": int(self.shard_offsets[-1]),
+            "drop_last": self.drop_last,
         }
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Position in the epoch: indices yielded so far, or `consumed` when given (a DataLoader
-        prefetches ahead of the training step: pass the number of samples actually used)."""
-        return {
-            "epoch": self.epoch,
-            "offset": self._yielded if consumed is None else int(consumed),
-            **self._identity(),
-        }
+    def state_dict(self) -> dict[str, Any]:
+        """Position in the epoch: indices handed out so far ("consumed")."""
+        return make_state(
+            type(self).__name__,
+            epoch=self.epoch,
+            consumed=self._consumed,
+            identity=self._identity(),
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state(state, self._identity(), type(self).__name__)
-        if not 0 <= int(state["offset"]) <= len(self):
-            raise ValueError(
-                f"{type(self).__name__}: offset {state['offset']} outside [0, {len(self)}]"
+        """The next `__iter__` continues epoch `state["epoch"]` after `state["consumed"]`."""
+        st = check_state(state, kind=type(self).__name__, identity=self._identity())
+        if st["consumed"] > len(self):
+            raise StateMismatchError(
+                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
+                f"{len(self)} indices of an epoch"
             )
-        self.epoch = int(state["epoch"])
-        self._start = self._yielded = int(state["offset"])
+        self.epoch, self._consumed, self._resume = st["epoch"], st["consumed"], True
 
 
 class ChunkShuffleSampler(DistributedChunkSampler):

@@ -8,18 +8,18 @@ pickling, so DataLoader workers started by fork or spawn each open their own.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import h5py
 import numpy as np
 
-from tj_data._fs import sha256_file
 from tj_data.backends import HDF5ReadOptions, check_field_rows, check_shard_arrays, open_npy_shard
 from tj_data.errors import (
     SampleIndexError,
@@ -29,8 +29,8 @@ from tj_data.errors import (
 )
 from tj_data.gather import gather_samples
 from tj_data.manifest import MANIFEST, PARTIAL_MANIFEST, Manifest, ShardInfo
-from tj_data.progress import progress_iter
 from tj_data.schema import Schema
+from tj_data.verify import VerifyReport, verify_store
 
 __all__ = ["GraphStore", "SizeIndex"]
 
@@ -86,21 +86,25 @@ class GraphStore:
         cls,
         path: str | os.PathLike[str],
         *,
-        verify: bool = False,
+        verify: bool | Literal["once"] = False,
         allow_incomplete: bool = False,
         hdf5: HDF5ReadOptions | None = None,
     ) -> GraphStore:
         """Open and validate a store (manifest, files present with the recorded sizes).
 
-        verify=True also checks every array's sha256 (reads the whole store).
-        allow_incomplete=True opens the committed prefix of an interrupted npy writer."""
+        verify=True also checks every array's sha256 (reads the whole store); verify="once"
+        reads only arrays not yet verified or changed since (`verify(marker=True)`): the cheap
+        check of a store that is being reused. Corruption raises StoreCorruptError naming the
+        file. allow_incomplete=True opens the committed prefix of an interrupted npy writer."""
+        if verify not in (False, True, "once"):
+            raise ValueError(f"verify={verify!r}: expected False, True or 'once'")
         path = Path(path)
         if not path.is_dir():
             raise StoreNotFoundError(f"{path}: no such store directory")
         full, partial = path / MANIFEST, path / PARTIAL_MANIFEST
         if full.exists():
             manifest = Manifest.load(full)
-            if partial.exists() or any(path.glob(".tmp-*")) or any(path.glob(".*.h5.*.tmp")):
+            if partial.exists() or any(path.glob(".tmp-*")):
                 log.warning(
                     "%s: ignoring leftovers of an interrupted writer (previous state kept)", path
                 )
@@ -125,7 +129,7 @@ class GraphStore:
         store = cls(path, manifest, hdf5=hdf5)
         store._check_files()
         if verify:
-            store.verify()
+            store.verify(marker=verify == "once")
         return store
 
     def _check_files(self) -> None:
@@ -162,6 +166,20 @@ class GraphStore:
 
     def __len__(self) -> int:
         return int(self.shard_offsets[-1])
+
+    @property
+    def fingerprint(self) -> str:
+        """Short identity of the content: sha256 over each shard's name, sample count and array
+        checksums, from the manifest (nothing read). Resumable states carry it."""
+        fp = self.__dict__.get("_fingerprint")
+        if fp is None:
+            rows = [
+                [s.name, s.num_samples, sorted((k, v.get("sha256")) for k, v in s.files.items())]
+                for s in self.manifest.shards
+            ]
+            fp = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+            self._fingerprint = fp
+        return fp
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -318,23 +336,13 @@ class GraphStore:
         self._size_index = SizeIndex(nodes=n, edges=e, nbytes=nbytes)
         return self._size_index
 
-    def verify(self, *, progress: bool = False) -> None:
-        """Check every array's sha256 against the manifest; raises StoreCorruptError."""
-        for info in progress_iter(self.manifest.shards, "verify", enabled=progress):
-            for fname, meta in info.files.items():
-                if self.backend == "npy":
-                    where = self.path / info.name / fname
-                    got = sha256_file(where)
-                else:
-                    where = f"{self.path / str(info.container)}:{info.name}/{fname}"
-                    k = self.manifest.shards.index(info)
-                    arr = np.ascontiguousarray(self.shard_arrays(k)[fname][...])
-                    got = hashlib.sha256(arr.data).hexdigest()
-                if got != meta["sha256"]:
-                    raise StoreCorruptError(
-                        f"{where}: sha256 {got[:16]}..., {MANIFEST} says {meta['sha256'][:16]}... "
-                        "(the file changed or is corrupt)"
-                    )
+    def verify(
+        self, *, progress: bool = False, marker: bool = False, hasher: Any = None
+    ) -> VerifyReport:
+        """Check every array's sha256 against the manifest; raises StoreCorruptError naming the
+        file. marker=True hashes only arrays whose file changed since the last verified run
+        (size, mtime_ns; `verified.json` in the store, see `tj_data.verify`)."""
+        return verify_store(self, marker=marker, progress=progress, hasher=hasher)
 
     def update_manifest(
         self,

@@ -3,9 +3,12 @@
 Partition (pure, from seed and epoch): shards in a random order form the global stream; rank r
 takes a contiguous, equal-length part (padded with repeats or dropped); DataLoader worker w takes
 a contiguous sub-part of that. Samples are read in blocks with coalesced reads and pass through
-a shuffle buffer bounded in bytes. Exact mid-epoch resume: the stream is replayed on positions
-and sizes only (no data read) up to the consumed count; with several DataLoader workers the
-per-worker counts follow the DataLoader's round-robin (see `round_robin_consumed`).
+a shuffle buffer bounded in bytes. Exact mid-epoch resume (`tj_data.state`; "consumed" counts
+the items the DataLoader delivered on this rank: samples, or batches with `batch_size`): the
+stream is replayed on positions and sizes only (no data read) up to the consumed count; with
+several DataLoader workers the per-worker counts follow the DataLoader's round-robin (see
+`round_robin_consumed`), so the resumed loader needs the same `num_workers` (`PlannedLoader`
+records and checks it) and, with workers, `batch_size` set here.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from tj_data.collate import BatchTransform, GraphCollator
 from tj_data.gather import gather_samples
 from tj_data.mapped import as_store
 from tj_data.order import dist_rank_world, epoch_rng, round_robin_consumed, split_even
-from tj_data.samplers import check_state
 from tj_data.schema import Schema
 from tj_data.shuffle_buffer import ByteShuffleBuffer
+from tj_data.state import StateMismatchError, check_state, make_state, pass_position
 from tj_data.store import GraphStore
 
 __all__ = ["StreamingGraphDataset"]
@@ -86,9 +89,9 @@ class StreamingGraphDataset(IterableDataset):
             read_block,
         )
         self.collate_fn = GraphCollator(self.schema, transforms, dequantize=dequantize)
-        self.epoch = 0
-        self._resume: int | None = None
-        self._yielded = 0
+        self.epoch = 0  # epoch of the next pass
+        self._resume: int | None = None  # items to skip in the next pass (after a load)
+        self._consumed = 0  # items this object handed out in its current pass (incl. skipped)
         self._pass_epoch: int | None = None  # epoch of the pass started in this process
 
     # ----- partition (pure) --------------------------------------------------------------
@@ -119,8 +122,11 @@ class StreamingGraphDataset(IterableDataset):
 
     # ----- iteration ---------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._pass_epoch, self._yielded = None, 0
+        """The next pass streams `epoch` from its start (a just loaded state's epoch keeps its
+        position)."""
+        epoch = int(epoch)
+        if not (self._resume is not None and epoch == self.epoch):
+            self.epoch, self._resume, self._pass_epoch, self._consumed = epoch, None, None, 0
 
     def __iter__(self) -> Iterator[dict[str, Any] | GraphBatch]:
         info = get_worker_info()
@@ -128,6 +134,7 @@ class StreamingGraphDataset(IterableDataset):
         epoch = self._pass_epoch = self.epoch
         self.epoch += 1
         role, skip = wid, 0  # role: whose part of the partition this worker streams
+        self._consumed = self._resume or 0
         if self._resume is not None:
             # a fresh DataLoader asks worker 0 first: rotate roles so that worker 0 streams the
             # part whose turn was next, and skip what each part had already delivered
@@ -136,11 +143,10 @@ class StreamingGraphDataset(IterableDataset):
             role = (wid + nxt) % nw
             skip = taken[role]
             self._resume = None
-        self._yielded = skip
         samples = self._samples(epoch, role, nw, skip * (self.batch_size or 1))
         items = samples if self.batch_size is None else self._batches(samples)
         for item in items:
-            self._yielded += 1
+            self._consumed += 1
             yield item
 
     def _batches(self, samples: Iterator[dict[str, Any]]) -> Iterator[GraphBatch]:
@@ -199,40 +205,39 @@ class StreamingGraphDataset(IterableDataset):
             )
         return out
 
-    # ----- state protocol ----------------------------------------------------------------
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Position in the current pass: `consumed` items (samples, or batches when batch_size is
-        set) delivered by the DataLoader on this rank; default: items this object yielded itself
-        (exact with num_workers=0)."""
+    # ----- state protocol (tj_data.state) ----------------------------------------------------
+    def _identity(self) -> dict[str, Any]:
         return {
-            "epoch": self.epoch if self._pass_epoch is None else self._pass_epoch,
-            "consumed": self._yielded if consumed is None else int(consumed),
+            "dataset": self.store.fingerprint,
+            "num_samples": len(self.store),
             "seed": self.seed,
             "rank": self.rank,
             "world_size": self.world_size,
-            "batch_size": self.batch_size,
             "shuffle": self.shuffle,
             "shuffle_buffer_bytes": self.shuffle_buffer_bytes,
-            "num_samples": len(self.store),
+            "uneven": self.uneven,
+            "batch_size": self.batch_size,
+            "drop_last_batch": self.drop_last_batch,
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position: items handed out in the current pass of this process (exact without
+        DataLoader workers; with workers `PlannedLoader.state_dict()` counts what it delivered),
+        or the loaded position while its pass has not started."""
+        epoch, consumed = pass_position(self.epoch, self._resume, self._pass_epoch, self._consumed)
+        return make_state(
+            type(self).__name__, epoch=epoch, consumed=consumed, identity=self._identity()
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The next pass replays epoch `state["epoch"]` from `state["consumed"]` on."""
-        check_state(
-            state,
-            {
-                "seed": self.seed,
-                "rank": self.rank,
-                "world_size": self.world_size,
-                "batch_size": self.batch_size,
-                "shuffle": self.shuffle,
-                "shuffle_buffer_bytes": self.shuffle_buffer_bytes,
-                "num_samples": len(self.store),
-            },
-            type(self).__name__,
-        )
-        self.epoch = int(state["epoch"])
-        self._resume = int(state["consumed"])
+        st = check_state(state, kind=type(self).__name__, identity=self._identity())
+        if st["consumed"] > len(self):
+            raise StateMismatchError(
+                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
+                f"{len(self)} samples this rank streams per epoch"
+            )
+        self.epoch, self._resume, self._pass_epoch = st["epoch"], st["consumed"], None
 
     @staticmethod
     def live(source: Any, schema: Schema, **kwargs: Any) -> Any:

@@ -11,10 +11,15 @@ a window never crosses an episode boundary. Batches of windows collate to a list
 a transform with `apply_window(steps)` gets all steps at once, so its randomness is drawn once
 per window where it must be consistent over time. An `Augmenter` with `time_shift` > 0 also moves
 each window's start by a random offset inside its stream when the window is read.
+
+A WindowDataset has no position of its own (map-style): its sampler's state is the position
+(`tj_data.state`); `fingerprint` identifies the windows for that state.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -157,6 +162,14 @@ class WindowDataset(Dataset[Window]):
             cs = np.concatenate([[0], np.cumsum(a[self.order])])
             out.append(cs[self.starts + self.steps] - cs[self.starts])
         return SizeIndex(nodes=out[0], edges=out[1], nbytes=out[2])
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the windows (store content + window settings): a sampler's saved
+        position over other windows is refused."""
+        key = [self.base.store.fingerprint, self.window, self.horizon, self.stride]
+        key += [self.stream_key, len(self)]
+        return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
     def chunk_layout(self) -> tuple[np.ndarray, np.ndarray]:
         """(windows sorted by the shard of their first sample, offsets of each shard's group):

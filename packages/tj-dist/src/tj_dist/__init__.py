@@ -4,6 +4,8 @@ Small functions and dataclasses that behave the same under torchrun, `launch_loc
 process and Ray Train. See the package README for one runnable example per helper.
 """
 
+from importlib import metadata as _metadata
+
 from .accumulate import GradAccumulator, MicroBatch
 from .checkpoint import (
     CheckpointError,
@@ -21,7 +23,6 @@ from .environment import (
     DrvfsMount,
     EnvironmentInfo,
     GpuInfo,
-    container_memory_limit,
     detect_environment,
     is_wsl2,
     parse_drvfs_mounts,
@@ -45,7 +46,7 @@ from .train_state import (
     training_state,
 )
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("tj-dist")  # one source of truth: pyproject.toml
 
 __all__ = [
     "Amp",
@@ -70,7 +71,6 @@ __all__ = [
     "check_data_path",
     "choose_precision",
     "cleanup",
-    "container_memory_limit",
     "detect_environment",
     "enable_tf32",
     "free_port",

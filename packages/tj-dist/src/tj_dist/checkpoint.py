@@ -1,21 +1,21 @@
 """Crash-safe checkpoints: atomic write + completion marker, keep the last k, resume the newest good one.
 
-A save writes `ckpt-<step>.pt` through a temp file in the same directory (so the rename is atomic
-even on another filesystem), hashing the bytes as they are written, fsyncs it, renames it, fsyncs
-the directory, and only then writes the marker `ckpt-<step>.pt.done` (JSON: size, sha256) the same
-way. A kill at any moment leaves either the previous set or a file without a valid marker, which
-`load_latest` skips with a warning. Loading uses `torch.load(weights_only=True)`.
+A save writes `ckpt-<step>.pt` through tj-monitor's `atomic_open` (a temp file in the same
+directory, so the rename is atomic even on another filesystem; fsync of the file, rename, fsync of
+the directory), hashing the bytes as they are written, and only then writes the marker
+`ckpt-<step>.pt.done` (JSON: size, sha256) the same way. A kill at any moment leaves either the
+previous set or a file without a valid marker, which `load_latest` skips with a warning; the next
+save removes the dead writer's temp (``.tmp-ckpt-...``). Loading uses
+`torch.load(weights_only=True)`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 import time
 import warnings
 from collections.abc import Mapping
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+
+from tj_monitor import atomic_open, atomic_write_json, fsync_dir, remove_stale_temps
 
 from .process_group import is_main_process
 
@@ -42,7 +44,6 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^ckpt-(\d{9,})\.pt$")
-_TMP_PREFIX = ".tmp-ckpt-"
 _HASH_CHUNK = 8 << 20
 
 
@@ -85,16 +86,6 @@ class _HashingWriter:
         self.file.flush()
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename; some filesystems (drvfs, some network mounts) refuse, which is fine."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _check_directory(directory: Path, *, create: bool) -> None:
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"checkpoint directory {directory} exists and is not a directory")
@@ -104,24 +95,6 @@ def _check_directory(directory: Path, *, create: bool) -> None:
 
 def _marker_for(path: Path) -> Path:
     return path.with_name(path.name + ".done")
-
-
-def _write_atomic(directory: Path, final: Path, write: Any) -> _HashingWriter:
-    """Write through a temp file in `directory`, fsync, rename over `final`, fsync the directory."""
-    fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".partial", dir=directory)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            writer = _HashingWriter(file)
-            write(writer)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
-    return writer
 
 
 def save_checkpoint(
@@ -149,9 +122,11 @@ def save_checkpoint(
     marker = _marker_for(final)
     if marker.exists():  # re-saving a step: drop the old marker first, never pair it with new bytes
         marker.unlink()
-        _fsync_dir(directory)
+        fsync_dir(directory)
     started = time.perf_counter()
-    writer = _write_atomic(directory, final, lambda out: torch.save(dict(state), out))
+    with atomic_open(final) as file:
+        writer = _HashingWriter(file)
+        torch.save(dict(state), writer)
     meta = {
         "format": FORMAT_VERSION,
         "step": step,
@@ -161,7 +136,7 @@ def save_checkpoint(
         "torch": torch.__version__,
         "saved_at": time.time(),
     }
-    _write_atomic(directory, marker, lambda out: out.write(json.dumps(meta, indent=1).encode()))
+    atomic_write_json(marker, meta)
     log.info(
         "saved %s (%.1f MB, %.2f s)", final, writer.size / 2**20, time.perf_counter() - started
     )
@@ -170,7 +145,8 @@ def save_checkpoint(
 
 
 def _prune(directory: Path, keep: int) -> None:
-    """Remove all but the newest `keep` complete checkpoints, older incomplete ones, stale temps."""
+    """Remove all but the newest `keep` complete checkpoints, older incomplete ones, and the temps
+    of writers that died (one writer per directory: any dead writer's temp is garbage)."""
     complete = list_checkpoints(directory)
     for info in complete[:-keep]:
         info.marker.unlink(missing_ok=True)  # marker first: a crash here leaves an ignored file
@@ -180,9 +156,8 @@ def _prune(directory: Path, keep: int) -> None:
         match = _NAME.match(path.name)
         if match and int(match.group(1)) < newest and not _marker_for(path).exists():
             path.unlink(missing_ok=True)
-        elif path.name.startswith(_TMP_PREFIX):
-            path.unlink(missing_ok=True)  # a write killed mid-way (one writer per directory)
-    _fsync_dir(directory)
+    remove_stale_temps(directory)  # writes killed mid-way
+    fsync_dir(directory)
 
 
 def list_checkpoints(directory: str | os.PathLike[str]) -> list[CheckpointInfo]:

@@ -2,6 +2,8 @@
 
 Every probe is a pure function of file contents or paths passed in (defaults point at the real
 /proc and /sys files), so the WSL2 and drvfs logic is tested from fixture files on any Linux box.
+The machine facts (the container-aware memory limit, /dev/shm) come from tj-monitor, their one
+implementation, so this module and the memory monitor never disagree on the limit.
 """
 
 from __future__ import annotations
@@ -9,22 +11,21 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from tj_monitor import memory_limit, shm_usage
+
 __all__ = [
     "DrvfsMount",
     "EnvironmentInfo",
     "GpuInfo",
-    "container_memory_limit",
     "detect_environment",
     "is_wsl2",
     "parse_drvfs_mounts",
-    "shm_size_bytes",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,12 @@ class GpuInfo:
 
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentInfo:
-    """What `detect_environment` found; consumed by `apply_env_defaults` and `init_distributed`."""
+    """What `detect_environment` found; consumed by `apply_env_defaults` and `init_distributed`.
+
+    `shm_bytes`: size of /dev/shm (`tj_monitor.shm_usage`), None when not mounted;
+    `memory_limit_bytes`: the effective memory limit, min(physical RAM, the tightest cgroup
+    limit) (`tj_monitor.memory_limit`).
+    """
 
     wsl2: bool
     kernel: str
@@ -112,33 +118,6 @@ def parse_drvfs_mounts(proc_mounts: str) -> tuple[DrvfsMount, ...]:
     return tuple(found)
 
 
-def shm_size_bytes(path: str | os.PathLike[str] = "/dev/shm") -> int | None:
-    """Total size of the shared-memory filesystem DataLoader workers pass tensors through."""
-    try:
-        return shutil.disk_usage(path).total
-    except OSError:
-        return None
-
-
-def container_memory_limit(cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:
-    """The cgroup memory limit in bytes (v2 `memory.max`, else v1), None when unlimited."""
-    root = Path(cgroup_root)
-    for candidate in (root / "memory.max", root / "memory" / "memory.limit_in_bytes"):
-        try:
-            text = candidate.read_text().strip()
-        except OSError:
-            continue
-        if text == "max":
-            return None
-        try:
-            value = int(text)
-        except ValueError:
-            continue
-        # cgroup v1 reports "unlimited" as a huge page-aligned number
-        return None if value >= 1 << 60 else value
-    return None
-
-
 def _gpus() -> tuple[GpuInfo, ...]:
     if not torch.cuda.is_available():
         return ()
@@ -188,21 +167,24 @@ def detect_environment(
     proc_mounts: str | os.PathLike[str] = "/proc/mounts",
     shm_path: str | os.PathLike[str] = "/dev/shm",
     cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup",
+    proc_cgroup: str | os.PathLike[str] = "/proc/self/cgroup",
     environ: Mapping[str, str] | None = None,
     probe_gpus: bool = True,
 ) -> EnvironmentInfo:
-    """Probe the machine once; every source is a parameter so tests can feed fixture files."""
+    """Probe the machine once; every source is a parameter so tests can feed fixture files
+    (`cgroup_root` and `proc_cgroup` as `tj_monitor.memory_limit` reads them)."""
     env = dict(os.environ if environ is None else environ)
     kernel = _read(proc_version).strip()
+    shm = shm_usage(shm_path)
     info = EnvironmentInfo(
         wsl2=is_wsl2(kernel, env),
         kernel=kernel,
         drvfs_mounts=parse_drvfs_mounts(_read(proc_mounts)),
-        shm_bytes=shm_size_bytes(shm_path),
+        shm_bytes=shm.total if shm is not None else None,
         gpus=_gpus() if probe_gpus else (),
         nccl_version=_nccl_version() if probe_gpus else None,
         cpu_count=_cpu_count(),
-        memory_limit_bytes=container_memory_limit(cgroup_root),
+        memory_limit_bytes=memory_limit(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup),
         environ_flags={k: env[k] for k in WSL_ENV_VARS if k in env},
     )
     log.debug("environment: %s", info)

@@ -1,20 +1,31 @@
-"""`launch_local`: run a function on N local ranks without torchrun, and fail fast when one dies.
+"""`launch_local`: run a torchrun-style function on N local ranks without torchrun.
 
-torch.multiprocessing.spawn joins ranks in order, so a rank that dies while another waits in a
-collective can hang the parent; here the parent waits on every child's pipe and process sentinel at
-once, stops the survivors (whole process trees) on the first failure, and re-raises the child's
-formatted traceback. Results travel as plain pickles (no shared-memory tensors outliving a child).
+`torch.multiprocessing.spawn` already waits on every rank at once and stops the others when one
+fails. This launcher exists for what spawn leaves to the caller:
+- each child gets torchrun's variables (free port) and an initialised group, torn down after, so
+  `fn(*args)` is the function torchrun or Ray Train runs (spawn calls `fn(index, *args)`, bare);
+- results come back by rank as plain pickles through a pipe (spawn returns None), sent before the
+  group teardown: a rank stuck in teardown after returning is killed after a grace, not waited on;
+- a failure raises `RankFailedError` naming the likely root cause (a rank that died without
+  reporting before one that raised, then the earliest exception), the others appended, the child's
+  exception as `__cause__` (spawn re-raises the traceback text of the first failed rank it sees);
+- survivors are stopped as whole process trees (DataLoader workers, SUMO) within seconds (spawn
+  signals only the ranks and waits 30 s before SIGKILL); `join_timeout` bounds the whole run.
+Like spawn's children, each rank asks for a parent-death signal (Linux PR_SET_PDEATHSIG), so
+none trains on as an orphan when the launcher is killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing as mp
 import os
 import pickle
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -32,6 +43,7 @@ __all__ = ["RankFailedError", "free_port", "launch_local"]
 
 log = logging.getLogger(__name__)
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 TERMINATE_GRACE_S = 3.0
 # after the first failure, how long to collect the others before choosing the root cause
 FAILURE_GRACE_S = 1.0
@@ -70,7 +82,9 @@ def _child(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     conn: Connection,
+    parent: int,
 ) -> None:
+    _die_with_parent(parent)
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -98,6 +112,16 @@ def _child(
     conn.send_bytes(data)
     conn.close()
     cleanup(info)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGTERM this rank when the launcher dies (even by SIGKILL), so no rank trains on
+    as an orphan; exit at once if the launcher is already gone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _dumps(exc: BaseException) -> bytes | None:
@@ -201,7 +225,7 @@ def launch_local(
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_child,
-                args=(rank, nprocs, port, backend, timeout, fn, args, writer),
+                args=(rank, nprocs, port, backend, timeout, fn, args, writer, os.getpid()),
                 name=f"tj-dist-rank{rank}",
             )
             proc.start()

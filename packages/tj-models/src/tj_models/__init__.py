@@ -7,6 +7,8 @@ on top of the env's rule mask) and ``TrafficAgent`` bundling them with phase-awa
 presets and safetensors checkpoints. Inputs are any batch with PyG field names.
 """
 
+from importlib import metadata as _metadata
+
 from tj_models.agent import COMPONENTS, PHASE_COMPONENTS, TrafficAgent
 from tj_models.checkpoint import CheckpointError
 from tj_models.config import (
@@ -37,7 +39,7 @@ from tj_models.schedule import HorizonSchedule
 from tj_models.shield import SafetyShield, ShieldedOutput, ShieldedPolicy, shield_cost_loss
 from tj_models.world_model import StepPrediction, WorldModel, WorldModelOutput
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("tj-models")  # one source of truth: pyproject.toml
 
 __all__ = [
     "COMPONENTS",

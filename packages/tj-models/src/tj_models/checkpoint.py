@@ -1,20 +1,18 @@
 """Model checkpoints as ``config.json`` + ``model.safetensors``: atomic, checksummed, no pickle.
 
 safetensors stores raw tensors only, so loading can never execute code (unlike ``torch.load``
-without ``weights_only``). Both files are written atomically (a private folder in the same directory,
-fsync, rename, fsync of the directory); the weights first, then the config that records their
-sha256, so a crash between the two is detected on load as a checksum mismatch instead of silently
-pairing a config with the wrong weights.
+without ``weights_only``). Both files are written atomically with tj-monitor's helpers (temp in
+the same directory, fsync, rename, fsync of the directory; the weights through a private folder,
+because safetensors writes through a temp file of its own next to the path it is given); the
+weights first, then the config that records their sha256, so a crash between the two is detected
+on load as a checksum mismatch instead of silently pairing a config with the wrong weights.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
+
+from tj_monitor import atomic_write, atomic_write_text, remove_stale_temps
 
 __all__ = [
     "CONFIG_NAME",
@@ -36,7 +36,6 @@ __all__ = [
 FORMAT = "tj-models/agent-v1"
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-_WORK_PREFIX = ".writing-"
 
 
 class CheckpointError(RuntimeError):
@@ -48,32 +47,6 @@ def _package_version() -> str:
         return version("tj-models")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
         return "unknown"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write`` into a private folder next to ``path``, fsync, rename over ``path``.
-
-    A folder, not a temp file: safetensors itself writes through a temp file of its own
-    (``.tmpXXXXXX``) next to the path it is given, so whatever a killed writer leaves behind is
-    inside this one folder, which the next writer removes."""
-    work = Path(tempfile.mkdtemp(prefix=_WORK_PREFIX, dir=path.parent))
-    try:
-        tmp = work / path.name
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    _fsync_dir(path.parent)
 
 
 def _sha256(path: Path) -> str:
@@ -93,11 +66,10 @@ def write_checkpoint(
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob(f"{_WORK_PREFIX}*"):  # left by a writer that was killed
-        shutil.rmtree(stale, ignore_errors=True)
+    remove_stale_temps(directory)  # left by a writer that was killed
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
     weights = directory / WEIGHTS_NAME
-    _atomic_write(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    atomic_write(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
     meta = {
         "format": FORMAT,
         "tj_models_version": _package_version(),
@@ -106,7 +78,7 @@ def write_checkpoint(
         "config": dict(config),
     }
     text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
-    _atomic_write(directory / CONFIG_NAME, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic_write_text(directory / CONFIG_NAME, text)
     return directory
 
 

@@ -1,9 +1,19 @@
 """tj-monitor: see memory and time. Process-tree RAM/GPU monitor with thresholds and shrinkers,
 step timers, metrics logging (JSONL + TensorBoard), profiling helpers and run analysis.
 
-torch and nvidia-ml-py are optional: the monitor reads CUDA statistics only when the host
-process already imported torch, and NVML only when it can be loaded.
+It is also the one home of the machine facts other packages build on: the container-aware
+memory limit (``memory_limit``), cgroup v1/v2 readers (``read_cgroup_memory``), RAM, swap and
+/dev/shm (``read_system_memory``, ``shm_usage``) and process-tree PSS/USS within a CPU budget
+(``tree_memory``, ``TreeSampler``, ``PeakPssSampler``).
+
+The core needs psutil and numpy only. rich, matplotlib and tensorboard (tables, the live view,
+PNG curves, TensorBoard files) come with the ``report`` extra, imported where used;
+``import tj_monitor`` loads none of them. torch and nvidia-ml-py are optional too: the monitor
+reads CUDA statistics only when the host process already imported torch, and NVML only when it
+can be loaded.
 """
+
+from importlib import metadata as _metadata
 
 from tj_monitor.accumulators import MAE, MSE, Mean
 from tj_monitor.analyze import (
@@ -14,25 +24,38 @@ from tj_monitor.analyze import (
     load_run,
     summarize,
 )
+from tj_monitor.atomic import (
+    AtomicPath,
+    atomic_open,
+    atomic_write,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    fsync_dir,
+    publish_dir,
+    remove_stale_temps,
+)
 from tj_monitor.cgroup import CgroupMemory, read_cgroup_memory
 from tj_monitor.cleanup import CleanupReport, Shrinker
 from tj_monitor.gpu import CudaMemory, NvmlDevice, NvmlReader, read_cuda_memory
 from tj_monitor.metrics_logger import LoggerConfig, MetricsLogger, detect_rank
 from tj_monitor.monitor import MemoryMonitor, MonitorConfig, MonitorStats
+from tj_monitor.peak import PeakPssSampler
 from tj_monitor.profiling import OomSnapshot, ProfilerConfig, StepProfiler
 from tj_monitor.report import plot_run, render_summary
 from tj_monitor.sample import MemorySample, format_bytes, read_sample
 from tj_monitor.step_timer import StepStats, StepTimer
-from tj_monitor.system import SystemMemory, memory_limit, read_system_memory
+from tj_monitor.system import ShmUsage, SystemMemory, memory_limit, read_system_memory, shm_usage
 from tj_monitor.thresholds import ThresholdEvent, ThresholdGate
 from tj_monitor.timing import Timer, TimerStats
 from tj_monitor.tree import ProcessMemory, TreeMemory, TreeSampler, measure_processes, tree_memory
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("tj-monitor")  # one source of truth: pyproject.toml
 
 __all__ = [
     "MAE",
     "MSE",
+    "AtomicPath",
     "CgroupMemory",
     "CleanupReport",
     "CudaMemory",
@@ -46,12 +69,14 @@ __all__ = [
     "NvmlDevice",
     "NvmlReader",
     "OomSnapshot",
+    "PeakPssSampler",
     "ProcessMemory",
     "ProfilerConfig",
     "RunData",
     "RunFormatError",
     "RunSummary",
     "SeriesSummary",
+    "ShmUsage",
     "Shrinker",
     "StepProfiler",
     "StepStats",
@@ -64,17 +89,26 @@ __all__ = [
     "TreeMemory",
     "TreeSampler",
     "__version__",
+    "atomic_open",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
     "detect_rank",
     "format_bytes",
+    "fsync_dir",
     "load_run",
     "measure_processes",
     "memory_limit",
     "plot_run",
+    "publish_dir",
     "read_cgroup_memory",
     "read_cuda_memory",
     "read_sample",
     "read_system_memory",
+    "remove_stale_temps",
     "render_summary",
+    "shm_usage",
     "summarize",
     "tree_memory",
 ]

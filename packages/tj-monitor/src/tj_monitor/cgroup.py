@@ -9,6 +9,7 @@ directories; unreadable or garbage files degrade to ``None`` plus a note, never 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def _min_limit(values: list[int | None]) -> int | None:
 
 def read_cgroup_memory(
     *,
-    cgroup_root: Path = Path("/sys/fs/cgroup"),
-    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    cgroup_root: str | os.PathLike[str] = Path("/sys/fs/cgroup"),
+    proc_cgroup: str | os.PathLike[str] = Path("/proc/self/cgroup"),
 ) -> CgroupMemory | None:
     """Read the memory limit and usage of the cgroup in ``proc_cgroup``; ``None`` without cgroups.
 
@@ -137,7 +138,8 @@ def read_cgroup_memory(
     hybrid setups read ``memory/memory.limit_in_bytes``/``memory.usage_in_bytes``.
     """
     notes: list[str] = []
-    v2_path, v1_path = _membership(proc_cgroup, notes)
+    cgroup_root = Path(cgroup_root)
+    v2_path, v1_path = _membership(Path(proc_cgroup), notes)
     if (cgroup_root / "cgroup.controllers").is_file():
         chain = _chain(cgroup_root, v2_path)
         leaf = chain[0]

@@ -7,8 +7,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from tj_monitor._extras import require
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["main"]
 
@@ -139,7 +143,7 @@ def _analyze(args: argparse.Namespace, console: Console) -> int:
 def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -> int:
     """Entry point; returns the exit code (2 for bad input)."""
     args = _parser().parse_args(argv)
-    console = console or Console()
+    console = console or require("rich.console", "the tj-monitor command").Console()
     if args.command == "watch":
         return _watch(args, console)
     return _analyze(args, console)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from tj_monitor.atomic import atomic_write_text
 from tj_monitor.sample import MemorySample
 
-__all__ = ["SampleHistory", "atomic_write_text", "plot_rows", "save_rows"]
+__all__ = ["SampleHistory", "plot_rows", "save_rows"]
 
 
 class SampleHistory:
@@ -49,21 +48,6 @@ class SampleHistory:
         return len(self._items)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_rows(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     """Write flat rows as CSV (``.csv``) or JSON lines (``.jsonl``), atomically."""
     path = Path(path)
@@ -81,6 +65,7 @@ def save_rows(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
         text = buf.getvalue()
     else:
         raise ValueError(f"{path}: unsupported format {suffix!r}; use .csv or .jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
     return path
 
@@ -111,7 +96,10 @@ def plot_rows(
     Draws tree PSS/USS/RSS, memory used against the limit, swap and /dev/shm; a second panel
     shows CUDA allocated/reserved per device when the rows have them.
     """
-    from matplotlib.figure import Figure  # no pyplot: never touches the host's backend
+    from tj_monitor._extras import require
+
+    # matplotlib comes with the report extra; Figure, no pyplot: never touches the host's backend
+    Figure = require("matplotlib.figure", "tj_monitor.curves.plot_rows").Figure
 
     keys = [
         k for k in _keys(rows) if k.startswith("cuda") and k.endswith(("_allocated", "_reserved"))

@@ -5,7 +5,9 @@ flushed every line so a killed run keeps everything up to its last step); Tensor
 looking; the console line is for the terminal. Under torch.distributed only rank 0 writes by
 default, and the rank is read at the first ``log`` call, so the logger may be built before
 ``init_process_group``. TensorBoard files are written with tensorboard's own ``EventFileWriter``
-(the one torch's ``SummaryWriter`` wraps), so torch stays optional.
+(the one torch's ``SummaryWriter`` wraps), so torch stays optional; tensorboard itself comes with
+the ``report`` extra (``LoggerConfig(tensorboard=False)`` needs only the core). The console line
+is plain text (stdout, a text stream, or a rich ``Console`` the caller passes).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
+from tj_monitor._extras import check_extra, require
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["LoggerConfig", "MetricsLogger", "detect_rank"]
 
@@ -83,11 +88,12 @@ class _TensorBoard:
     """Scalar events through tensorboard's EventFileWriter."""
 
     def __init__(self, logdir: Path) -> None:
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        self._event_pb2, self._summary_pb2 = event_pb2, summary_pb2
-        self._writer = EventFileWriter(str(logdir), flush_secs=10)
+        feature = "tj_monitor.MetricsLogger (tensorboard=True)"
+        proto = require("tensorboard.compat.proto.event_pb2", feature)
+        summary = require("tensorboard.compat.proto.summary_pb2", feature)
+        writer = require("tensorboard.summary.writer.event_file_writer", feature)
+        self._event_pb2, self._summary_pb2 = proto, summary
+        self._writer = writer.EventFileWriter(str(logdir), flush_secs=10)
 
     def add(self, step: int, scalars: Mapping[str, float], wall_time: float) -> None:
         if not scalars:
@@ -125,10 +131,9 @@ class MetricsLogger:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.config = config or LoggerConfig()
-        if console is None or isinstance(console, Console):
-            self._console = console
-        else:
-            self._console = Console(file=console, highlight=False, soft_wrap=True)
+        if self.config.tensorboard:  # fail at construction, not at the first log
+            check_extra("tensorboard", "tj_monitor.MetricsLogger (tensorboard=True)")
+        self._console = console  # None: sys.stdout at each print (so redirection is honoured)
         self._lock = threading.Lock()
         self._opened = False
         self.active = False
@@ -157,8 +162,6 @@ class MetricsLogger:
         self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
         if self.config.tensorboard:
             self._tb = _TensorBoard(out)
-        if self._console is None:
-            self._console = Console(highlight=False, soft_wrap=True)
 
     def log(self, step: int, metrics: Mapping[str, Any] | None = None, /, **kw: Any) -> None:
         """Record ``metrics`` (and keyword metrics) at ``step``; no-op on non-zero ranks."""
@@ -187,9 +190,19 @@ class MetricsLogger:
                 }
                 self._tb.add(step, numeric, now)
             every = self.config.console_every
-            if every and step % every == 0 and self._console is not None:
+            if every and step % every == 0:
                 parts = [f"step {step}"] + [f"{k} {_fmt(k, v)}" for k, v in values.items()]
-                self._console.print(" | ".join(parts), markup=False)
+                self._print(" | ".join(parts))
+
+    def _print(self, line: str) -> None:
+        console = self._console
+        rich_console = sys.modules.get("rich.console")  # a rich Console implies rich is loaded
+        if rich_console is not None and isinstance(console, rich_console.Console):
+            console.print(line, markup=False, highlight=False)
+            return
+        out = sys.stdout if console is None else console
+        out.write(line + "\n")
+        out.flush()
 
     def flush(self) -> None:
         with self._lock:

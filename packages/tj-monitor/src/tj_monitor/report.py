@@ -1,18 +1,23 @@
-"""Presentation of an analysed run: a rich summary table and PNG curves."""
+"""Presentation of an analysed run: a rich summary table and PNG curves.
+
+rich and matplotlib come with the ``report`` extra and are imported when a function needs them.
+"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Group
-from rich.table import Table
-
+from tj_monitor._extras import require
 from tj_monitor.analyze import RunData, RunSummary, SeriesSummary, is_data_wait, is_loss, is_lr
 from tj_monitor.analyze import is_throughput as _is_tp
 from tj_monitor.curves import plot_rows
 from tj_monitor.sample import format_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.table import Table
 
 __all__ = ["plot_run", "render_summary"]
 
@@ -38,6 +43,7 @@ def _num(v: float | None, key: str = "") -> str:
 
 
 def _group_table(title: str, rows: list[SeriesSummary]) -> Table:
+    Table = require("rich.table", "tj_monitor.render_summary").Table
     t = Table(title=title, title_justify="left", expand=False)
     t.add_column("metric", overflow="fold")
     for col in ("n", "min", "max", "mean", "last", "last step", "NaN/inf"):
@@ -59,6 +65,8 @@ def _group_table(title: str, rows: list[SeriesSummary]) -> Table:
 
 def render_summary(summary: RunSummary) -> Group:
     """Tables: run overview, loss, lr, throughput, data wait, other metrics, peak memory."""
+    Table = require("rich.table", "tj_monitor.render_summary").Table
+    Group = require("rich.console", "tj_monitor.render_summary").Group
     parts: list[Any] = []
     head = Table.grid(padding=(0, 2))
     head.add_row("run", summary.source)
@@ -107,7 +115,7 @@ def _is_num(v: object) -> bool:
 
 
 def _plot_metric(path: Path, run: RunData, keys: list[str], title: str, ylabel: str) -> Path:
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "tj_monitor.plot_run").Figure
 
     fig = Figure(figsize=(7, 4.2))
     ax = fig.subplots()
@@ -136,6 +144,7 @@ def _plot_metric(path: Path, run: RunData, keys: list[str], title: str, ylabel: 
 
 def plot_run(run: RunData, out_dir: str | Path) -> list[Path]:
     """Write loss.png, lr.png, throughput.png, data_wait.png and memory.png (those with data)."""
+    require("matplotlib.figure", "tj_monitor.plot_run")  # the error names this function
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     keys = sorted({k for r in run.metrics for k in r if k not in ("step", "time")})

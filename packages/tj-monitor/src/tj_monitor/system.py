@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
 from tj_monitor.cgroup import CgroupMemory, read_cgroup_memory
 
-__all__ = ["SystemMemory", "memory_limit", "read_system_memory"]
+__all__ = ["ShmUsage", "SystemMemory", "memory_limit", "read_system_memory", "shm_usage"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +49,8 @@ class SystemMemory:
 
 def memory_limit(
     *,
-    cgroup_root: Path = Path("/sys/fs/cgroup"),
-    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    cgroup_root: str | os.PathLike[str] = Path("/sys/fs/cgroup"),
+    proc_cgroup: str | os.PathLike[str] = Path("/proc/self/cgroup"),
     physical: int | None = None,
 ) -> int:
     """Effective memory limit in bytes: min(physical RAM, cgroup v2 ``memory.max`` / v1 limit).
@@ -58,31 +60,44 @@ def memory_limit(
     """
     total = psutil.virtual_memory().total if physical is None else physical
     cg = read_cgroup_memory(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup)
-    if cg is not None and cg.limit is not None:
-        return min(total, cg.limit)
-    return total
+    return _effective_limit(total, cg)
 
 
-def _shm_usage(path: Path) -> tuple[int | None, int | None]:
+def _effective_limit(total: int, cg: CgroupMemory | None) -> int:
+    return total if cg is None or cg.limit is None else min(total, cg.limit)
+
+
+class ShmUsage(NamedTuple):
+    """Size and use of the shared-memory filesystem, in bytes."""
+
+    total: int
+    used: int
+
+
+def shm_usage(path: str | os.PathLike[str] = "/dev/shm") -> ShmUsage | None:
+    """Total and used bytes of the shared-memory filesystem at ``path``, ``None`` when absent.
+
+    DataLoader workers hand batches to the main process through it; Docker's default is 64 MiB.
+    """
     try:
         usage = shutil.disk_usage(path)
     except OSError:
-        return None, None
-    return usage.total, usage.used
+        return None
+    return ShmUsage(total=usage.total, used=usage.used)
 
 
 def read_system_memory(
     *,
-    cgroup_root: Path = Path("/sys/fs/cgroup"),
-    proc_cgroup: Path = Path("/proc/self/cgroup"),
-    shm_path: Path = Path("/dev/shm"),
+    cgroup_root: str | os.PathLike[str] = Path("/sys/fs/cgroup"),
+    proc_cgroup: str | os.PathLike[str] = Path("/proc/self/cgroup"),
+    shm_path: str | os.PathLike[str] = Path("/dev/shm"),
 ) -> SystemMemory:
     """One reading of RAM, swap, cgroup and ``/dev/shm`` (shm fields ``None`` when absent)."""
     vm = psutil.virtual_memory()
     swap = psutil.swap_memory()
     cg = read_cgroup_memory(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup)
-    limit = vm.total if cg is None or cg.limit is None else min(vm.total, cg.limit)
-    shm_total, shm_used = _shm_usage(shm_path)
+    limit = _effective_limit(vm.total, cg)
+    shm = shm_usage(shm_path)
     return SystemMemory(
         total=vm.total,
         available=vm.available,
@@ -90,6 +105,6 @@ def read_system_memory(
         swap_used=swap.used,
         limit=limit,
         cgroup=cg,
-        shm_total=shm_total,
-        shm_used=shm_used,
+        shm_total=shm.total if shm is not None else None,
+        shm_used=shm.used if shm is not None else None,
     )

@@ -198,6 +198,10 @@ class TreeSampler:
     ``c / max_cpu_fraction`` seconds have passed since it started; calls in between return fresh
     RSS with the last PSS/USS carried forward (``pss_age_s`` > 0). ``max_cpu_fraction=1`` reads
     PSS on every call.
+
+    ``clock`` (wall seconds) decides when the next full read is due; ``cpu_clock`` (CPU seconds
+    of the calling thread) measures what a full read cost. Both are parameters so tests fix the
+    budget's arithmetic instead of depending on how fast the machine reads PSS.
     """
 
     def __init__(
@@ -207,6 +211,7 @@ class TreeSampler:
         max_cpu_fraction: float = 0.005,
         per_process: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         if not 0 < max_cpu_fraction <= 1:
             raise ValueError(f"max_cpu_fraction: must be in (0, 1], got {max_cpu_fraction!r}")
@@ -214,6 +219,7 @@ class TreeSampler:
         self.max_cpu_fraction = max_cpu_fraction
         self.per_process = per_process
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._last: TreeMemory | None = None
         self._last_at = 0.0
         self._next_full = -math.inf
@@ -223,9 +229,9 @@ class TreeSampler:
     def read(self) -> TreeMemory:
         started = self._clock()
         if self._last is None or started >= self._next_full:
-            t0 = time.thread_time()
+            t0 = self._cpu_clock()
             tree = tree_memory(self.pid, per_process=self.per_process, full=True)
-            cost = time.thread_time() - t0
+            cost = self._cpu_clock() - t0
             self.full_reads += 1
             self.full_cpu_s += cost
             self._last, self._last_at = tree, started

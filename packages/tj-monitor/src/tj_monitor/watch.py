@@ -14,11 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
-from rich.console import Console, Group
-from rich.live import Live
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+
+from tj_monitor._extras import missing_extra
+
+try:  # the live view is part of the report extra
+    from rich.console import Console, Group
+    from rich.live import Live
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+except ImportError as exc:
+    raise missing_extra("rich", "tj_monitor.watch") from exc
 
 from tj_monitor.gpu import NvmlReader
 from tj_monitor.sample import MemorySample, format_bytes, read_sample, update_peaks
