@@ -17,11 +17,11 @@ SMALL = [
     "--profile",
     "smoke",
     "--set",
-    "record.train_episodes=3",
+    "phase1.record.train_episodes=3",
     "--set",
-    "record.holdout_episodes=1",
+    "phase1.record.holdout_episodes=1",
     "--set",
-    "record.episode_seconds=300",
+    "phase1.record.episode_seconds=300",
     "--set",
     "phase1.steps=40",
     "--set",
@@ -54,7 +54,7 @@ def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = run_app(
         *SMALL,
         "--set",
-        f"data.path={data}",
+        f"phase1.data.path={data}",
         "--set",
         f"run.root={root / 'warmup'}",
         "--set",
@@ -77,4 +77,4 @@ def run() -> object:
 
 @pytest.fixture
 def small_args(small_data: Path, tmp_path: Path) -> list[str]:
-    return [*SMALL, "--set", f"data.path={small_data}", "--set", f"run.root={tmp_path / 'runs'}"]
+    return [*SMALL, "--set", f"phase1.data.path={small_data}", "--set", f"run.root={tmp_path / 'runs'}"]

@@ -29,9 +29,9 @@ def test_every_profile_loads_and_validates(profile: str) -> None:
     loaded = load_config(profile=profile)
     cfg = loaded.config
     assert loaded.profile == profile and cfg.profile == profile
-    assert isinstance(cfg.record.env, EnvConfig)  # a package's own typed config
-    assert cfg.record.scenario.is_absolute() and cfg.record.scenario.is_file()
-    assert cfg.phase1.effective_batch % (cfg.loader.batch_size * cfg.dist.nprocs) == 0
+    assert isinstance(cfg.scenario.env, EnvConfig)  # a package's own typed config
+    assert cfg.scenario.path.is_absolute() and cfg.scenario.path.is_file()
+    assert cfg.phase1.effective_batch % (cfg.phase1.loader.batch_size * cfg.dist.nprocs) == 0
 
 
 def test_auto_profile_on_this_machine_is_smoke_without_gpu() -> None:
@@ -47,26 +47,31 @@ def test_set_overrides_are_typed_and_win() -> None:
         profile="smoke",
         overrides=[
             "phase1.steps=7",
-            "record.env.delta_time=2",
-            "data.quantize={x: int8}",
-            "loader.ram_budget=3G",
+            "scenario.env.delta_time=2",
+            "phase1.data.quantize={x: int8}",
+            "memory.budget=3G",
         ],
     ).config
-    assert cfg.phase1.steps == 7 and cfg.record.env.delta_time == 2.0
-    assert cfg.data.quantize == {"x": "int8"} and cfg.loader.budget == 3 * 2**30
+    assert cfg.phase1.steps == 7 and cfg.scenario.env.delta_time == 2.0
+    assert cfg.phase1.data.quantize == {"x": "int8"}
+    assert cfg.memory.budget_bytes(limit=2**40) == 3 * 2**30
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("phase1.stepz=3", "unknown config key phase1.stepz; allowed at phase1: steps"),
-        ("record.env.backend=sumo", "record.env.backend: Input should be 'libsumo' or 'traci'"),
-        ("record.env.graph.k_nearest=0", "record.env.graph: GraphConfig.k_nearest"),
+        ("scenario.env.backend=sumo", "scenario.env.backend: Input should be 'libsumo' or 'traci'"),
+        ("scenario.env.graph.k_nearest=0", "scenario.env.graph: GraphConfig.k_nearest"),
+        ("scenario.path=net.xml", "scenario: path net.xml: expected a SUMO configuration file"),
         ("model.preset=huge", "model.preset: Input should be 'tiny', 'normal' or 'large'"),
-        ("amp.backoff_factor=2", "amp:"),
-        ("phase1.effective_batch=50", "must be a multiple of loader.batch_size x dist.nprocs"),
-        ("loader.ram_budget=lots", "'lots' is not a size"),
-        ("data.quantize={x: int4}", "data.quantize.x"),
+        ("amp.backoff_factor=2", "amp: backoff_factor=2.0 must be in (0, 1)"),
+        ("phase1.effective_batch=50", "must be a multiple of loader.batch_size=16"),
+        ("memory.budget=lots", "'lots' is not a size"),
+        ("phase1.data.quantize={x: int4}", "phase1.data.quantize.x"),
+        ("record.scenario=x.sumocfg", "config key record.scenario moved to scenario.path"),
+        ("loader.ram_budget=3G", "config key loader.ram_budget moved to memory.budget"),
+        ("data.path=/tmp/x", "config key data moved to phase1.data"),
         ("dist.nprocs=0", "dist: nprocs must be > 0"),
         ("monitor.warn=0.9", "monitor:"),
     ],
@@ -111,8 +116,10 @@ def test_cli_print_config_and_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["--profile", "smoke", "--set", "phase1.steps=11", "--print-config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["phase1"]["steps"] == 11 and printed["profile"] == "smoke"
-    assert printed["record"]["env"]["delta_time"] == 5.0
+    assert printed["scenario"]["env"]["delta_time"] == 5.0
     assert main(["--profile", "smoke", "--set", "phase1.oops=1", "--print-config"]) == 2
     assert "unknown config key phase1.oops" in capsys.readouterr().err
     assert main(["--phase", "2", "--print-config"]) == 2
-    assert "available phases are 1 or all" in capsys.readouterr().err
+    assert "phase 2 (safe RL with Ray RLlib PPO in SUMO) is not built yet" in capsys.readouterr().err
+    assert main(["--phase", "7", "--print-config"]) == 2
+    assert "no phase '7'; available: 1 or all" in capsys.readouterr().err

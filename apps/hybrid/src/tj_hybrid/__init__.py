@@ -1,24 +1,27 @@
-"""TJ Transport's three-phase trainer (phase 1 today; phases 2 and 3 come next).
+"""TJ Transport's three-phase trainer.
 
 Entry points: ``uv run apps/hybrid --phase all`` (or the ``tj-hybrid`` console script) and
-``uv run apps/hybrid doctor``. Library use: ``load_config`` then ``run_phase1``.
+``uv run apps/hybrid doctor``. Library use: ``load_config``, then ``tj_hybrid.runner.run`` with
+phases from ``tj_hybrid.phases.select_phases``. Importing this package is light: no torch, no
+phase; each phase's module is imported when it runs.
 """
 
-from tj_hybrid import _warnings  # noqa: F401  (first: silences one import-time warning)
-from tj_hybrid.config import HybridConfig, load_config
-from tj_hybrid.doctor import Check, run_checks
-from tj_hybrid.phase1 import run_phase1
+from importlib import metadata as _metadata
+
+from tj_hybrid.config import HybridConfig, LoadedConfig, load_config
+from tj_hybrid.phases import REGISTRY, PhaseSpec, select_phases
 from tj_hybrid.run_dir import PhaseDir, RunDir
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("tj-hybrid")
 
 __all__ = [
-    "Check",
+    "REGISTRY",
     "HybridConfig",
+    "LoadedConfig",
     "PhaseDir",
+    "PhaseSpec",
     "RunDir",
     "__version__",
     "load_config",
-    "run_checks",
-    "run_phase1",
+    "select_phases",
 ]

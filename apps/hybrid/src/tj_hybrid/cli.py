@@ -12,19 +12,22 @@ import yaml
 
 from tj_hybrid.config import PROFILES, ConfigError, load_config, to_plain
 from tj_hybrid.log_setup import setup_logging
+from tj_hybrid.phases import PLANNED, REGISTRY, select_phases
 
-__all__ = ["AVAILABLE_PHASES", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
-# Phases that exist today; `--phase all` runs these in order.
-AVAILABLE_PHASES: tuple[int, ...] = (1,)
+
+def _phase_list() -> str:
+    built = ", ".join(f"{s.name} ({s.title})" for s in REGISTRY)
+    planned = ", ".join(f"{k} ({v})" for k, v in PLANNED.items() if k not in
+                        {s.name for s in REGISTRY})  # fmt: skip
+    return built + (f"; not built yet: {planned}" if planned else "")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tj-hybrid",
-        description="TJ Transport's three-phase trainer. Available phases: "
-        + ", ".join(map(str, AVAILABLE_PHASES))
-        + " (phases 2 and 3 are not built yet).",
+        description=f"TJ Transport's three-phase trainer. Phases: {_phase_list()}.",
     )
     p.add_argument(
         "command",
@@ -36,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--phase",
         default="all",
-        help=f"phase to run: {', '.join(map(str, AVAILABLE_PHASES))} or all (default)",
+        help="phases to run: one name (1), a range (2-3) or all (default)",
     )
     p.add_argument("--config", type=Path, help="defaults file (default: configs/hybrid.yaml)")
     p.add_argument(
@@ -62,23 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _phases(text: str) -> tuple[int, ...]:
-    if text == "all":
-        return AVAILABLE_PHASES
-    if text.isdigit() and int(text) in AVAILABLE_PHASES:
-        return (int(text),)
-    raise ConfigError(
-        f"--phase {text}: available phases are {', '.join(map(str, AVAILABLE_PHASES))} or all"
-        " (phases 2 and 3 are not built yet)"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(logging.DEBUG if args.verbose else logging.INFO)
     log = logging.getLogger("tj_hybrid")
     try:
-        phases = _phases(args.phase)
+        phases = select_phases(args.phase)
         loaded = load_config(args.config, args.profile, args.overrides)
     except ConfigError as exc:
         print(f"tj-hybrid: config error: {exc}", file=sys.stderr)
@@ -90,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         from tj_hybrid.doctor import render, run_checks
 
-        checks = run_checks({"run dir": cfg.run.root, "data dir": cfg.data.path})
+        checks = run_checks({"run dir": cfg.run.root, "data dir": cfg.phase1.data.path})
         print(render(checks))
         return 1 if any(c.status == "FAIL" for c in checks) else 0
     log.info(

@@ -1,7 +1,10 @@
 """``tj-hybrid doctor``: the environment check the seeds ran by hand, in one command.
 
 Every line is OK / WARN / FAIL with what was found and, when not OK, the fix. Checks never raise:
-a probe that fails is itself reported. Exit status 1 when any line FAILs.
+a probe that fails is itself reported. Exit status 1 when any line FAILs. The machine facts (RAM,
+swap, the container-aware memory limit, /dev/shm) are one tj-monitor reading, the same numbers
+the memory monitor and the loader budget use. Where the checks look and their thresholds are a
+``Probes`` value, so tests run them on fixture files.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import importlib.metadata as md
 import os
 import platform
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-__all__ = ["Check", "render", "run_checks"]
+if TYPE_CHECKING:
+    from tj_monitor import SystemMemory
+
+__all__ = ["Check", "Probes", "render", "run_checks"]
 
 Status = Literal["OK", "WARN", "FAIL"]
 GiB = 2**30
@@ -30,6 +36,36 @@ class Check:
     status: Status
     detail: str
     fix: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probes:
+    """Where the checks read the machine and what they expect; the defaults are this machine's
+    files and the reference workstation's needs.
+
+    ``min_memory``: RAM and memory limit below which the low_memory profile is advised;
+    ``min_shm``: /dev/shm size below which workers may die with a bus error; ``disk_warn`` /
+    ``disk_fail``: free space on a run/data/cache disk below which the line warns / fails.
+    """
+
+    proc_version: Path = Path("/proc/version")
+    proc_mounts: Path = Path("/proc/mounts")
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    proc_cgroup: Path = Path("/proc/self/cgroup")
+    shm_path: Path = Path("/dev/shm")
+    environ: Mapping[str, str] | None = None
+    min_memory: int = 15 * GiB
+    min_shm: int = GiB
+    disk_warn: int = 5 * GiB
+    disk_fail: int = GiB
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.disk_fail <= self.disk_warn:
+            raise ValueError(
+                f"Probes: need 0 <= disk_fail ({self.disk_fail}) <= disk_warn ({self.disk_warn})"
+            )
+        if self.min_memory < 0 or self.min_shm < 0:
+            raise ValueError("Probes: min_memory and min_shm must be >= 0")
 
 
 def _version(dist: str) -> str | None:
@@ -110,36 +146,36 @@ def _libraries() -> Iterable[Check]:
         )
 
 
-def _memory(env) -> Iterable[Check]:
-    import psutil
-
-    from tj_monitor import memory_limit
-
-    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
-    limit = memory_limit()
-    status: Status = "OK" if vm.total >= 15 * GiB else "WARN"
+def _memory(system: SystemMemory, probes: Probes) -> Iterable[Check]:
+    status: Status = "OK" if system.total >= probes.min_memory else "WARN"
     yield Check(
         name="ram",
         status=status,
-        detail=f"{_gib(vm.total)} total, {_gib(vm.available)} available",
+        detail=f"{_gib(system.total)} total, {_gib(system.available)} available",
         fix="" if status == "OK" else "use the low_memory profile (--profile low_memory)",
     )
     yield Check(
         name="swap",
-        status="OK" if sw.total else "WARN",
-        detail=f"{_gib(sw.used)} used of {_gib(sw.total)}",
+        status="OK" if system.swap_total else "WARN",
+        detail=f"{_gib(system.swap_used)} used of {_gib(system.swap_total)}",
         fix=""
-        if sw.total
+        if system.swap_total
         else "no swap: an OOM kills instead of slowing down; keep the RAM budget",
     )
-    cg = limit < vm.total
+    capped = system.limit < system.total  # a cgroup caps this process below physical RAM
+    low = capped and system.limit < probes.min_memory
     yield Check(
         name="container limit",
-        status="OK",
-        detail=f"{_gib(limit)} ({'cgroup' if cg else 'physical RAM'}); budgets are fractions of it",
+        status="WARN" if low else "OK",
+        detail=f"{_gib(system.limit)} ({'cgroup' if capped else 'physical RAM'}); "
+        "budgets are fractions of it",
+        fix=f"the container allows only {_gib(system.limit)}: raise its memory limit "
+        "(docker --memory=16g; WSL: memory= in .wslconfig) or use --profile low_memory"
+        if low
+        else "",
     )
-    shm = env.shm_bytes
-    ok = shm is not None and shm >= GiB
+    shm = system.shm_total
+    ok = shm is not None and shm >= probes.min_shm
     yield Check(
         name="/dev/shm",
         status="OK" if ok else "WARN",
@@ -163,7 +199,7 @@ def _wsl(env) -> Iterable[Check]:
     )
 
 
-def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:
+def _paths(env, paths: dict[str, Path], probes: Probes) -> Iterable[Check]:
     from tj_dist import check_data_path
 
     for label, path in paths.items():
@@ -171,7 +207,9 @@ def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
         free = shutil.disk_usage(probe).free
-        status: Status = "OK" if free >= 5 * GiB else ("WARN" if free >= GiB else "FAIL")
+        status: Status = (
+            "OK" if free >= probes.disk_warn else ("WARN" if free >= probes.disk_fail else "FAIL")
+        )
         yield Check(
             name=f"disk {label}",
             status=status,
@@ -187,23 +225,36 @@ def _paths(env, paths: dict[str, Path]) -> Iterable[Check]:
             )
 
 
-def run_checks(paths: dict[str, Path]) -> list[Check]:
-    """Run every check; ``paths`` are the run/data/cache folders whose disks are checked."""
+def run_checks(paths: dict[str, Path], *, probes: Probes | None = None) -> list[Check]:
+    """Run every check; ``paths`` are the run/data/cache folders whose disks are checked;
+    ``probes``: where to look and the thresholds (default: this machine)."""
     from tj_dist import detect_environment
+    from tj_monitor import read_system_memory
 
+    pr = probes or Probes()
     checks: list[Check] = []
-    env = None
+    env = system = None
     try:
-        env = detect_environment()
+        env = detect_environment(
+            proc_version=pr.proc_version,
+            proc_mounts=pr.proc_mounts,
+            shm_path=pr.shm_path,
+            cgroup_root=pr.cgroup_root,
+            proc_cgroup=pr.proc_cgroup,
+            environ=pr.environ,
+        )
+        system = read_system_memory(
+            cgroup_root=pr.cgroup_root, proc_cgroup=pr.proc_cgroup, shm_path=pr.shm_path
+        )
     except Exception as exc:
         checks.append(Check(name="environment", status="FAIL", detail=f"probe failed: {exc}"))
     groups: list[Callable[[], Iterable[Check]]] = [_python, _libraries]
-    if env is not None:
+    if env is not None and system is not None:
         groups += [
             lambda: _torch_and_gpus(env),
-            lambda: _memory(env),
+            lambda: _memory(system, pr),
             lambda: _wsl(env),
-            lambda: _paths(env, paths),
+            lambda: _paths(env, paths, pr),
         ]
     for group in groups:
         try:

@@ -10,6 +10,7 @@ runs/<run>/
     agent/               the trained TrafficAgent (config.json + model.safetensors)
     eval.json            held-out evaluation numbers
     report.md, *.png     the human-readable report and its plots
+    result.json          written last: the phase finished (a resumed run skips it)
 ```
 """
 
@@ -56,6 +57,10 @@ class PhaseDir:
     def report(self) -> Path:
         return self.root / "report.md"
 
+    @property
+    def result(self) -> Path:
+        return self.root / "result.json"
+
     def create(self) -> PhaseDir:
         for p in (self.root, self.checkpoints, self.logs):
             p.mkdir(parents=True, exist_ok=True)
@@ -76,5 +81,5 @@ class RunDir:
     def config(self) -> Path:
         return self.path / "config.yaml"
 
-    def phase(self, n: int) -> PhaseDir:
-        return PhaseDir(root=self.path / f"phase{n}")
+    def phase(self, folder: str) -> PhaseDir:
+        return PhaseDir(root=self.path / folder)

@@ -1,67 +1,124 @@
-"""Run the requested phases into one run directory (new, or resumed)."""
+"""Run the selected phases, in order, into one run directory (new, or resumed).
+
+The runner knows phases only through the registry (``tj_hybrid.phases``): it checks every input
+first, then runs each phase with the agent exported by the phase it starts from, writes each
+phase's result when it finishes, and on ``--resume`` skips the phases that finished. Errors a user
+can fix (config, data, an interrupted run) end with one clear line and exit status 2 (130/143 when
+stopped by Ctrl-C/SIGTERM), never a traceback.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import yaml
 
 from tj_data import StoreError
-from tj_dist import RankFailedError
 from tj_hybrid.config import ConfigError, LoadedConfig, to_plain
+from tj_hybrid.interrupt import RunInterrupted, stop_on_signals
+from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.phases import REGISTRY, PhaseSpec
+from tj_hybrid.preflight import preflight
 from tj_hybrid.run_dir import RunDir
+from tj_monitor import atomic_write_text
 
 __all__ = ["latest_run", "run"]
 
 log = logging.getLogger(__name__)
 
 
-def latest_run(root: os.PathLike[str] | str) -> RunDir | None:
-    """The most recently modified run under ``root`` that has phase checkpoints."""
-    from pathlib import Path
+def latest_run(root: Path, registry: Sequence[PhaseSpec] = REGISTRY) -> RunDir | None:
+    """The most recently modified run under ``root`` that holds any phase's work."""
+    folders = {s.folder for s in registry}
 
-    runs = [p for p in Path(root).glob("*") if any(p.glob("phase*/checkpoints/*.done"))]
+    def has_work(run: Path) -> bool:
+        return any((run / f / "checkpoints").is_dir() or (run / f / "result.json").exists()
+                   for f in folders)  # fmt: skip
+
+    runs = [p for p in Path(root).glob("*") if has_work(p)]
     return RunDir(path=max(runs, key=lambda p: p.stat().st_mtime)) if runs else None
 
 
-def _write_config(run_dir: RunDir, loaded: LoadedConfig) -> None:
-    run_dir.path.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir.config.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(to_plain(loaded.config), sort_keys=False))
-    os.replace(tmp, run_dir.config)
-
-
-def run(loaded: LoadedConfig, phases: Sequence[int], *, resume: bool = False) -> int:
-    """Run ``phases`` in order; returns the process exit status."""
+def _run_dir(loaded: LoadedConfig, resume: bool, registry: Sequence[PhaseSpec]) -> RunDir:
     cfg = loaded.config
     if resume and cfg.run.name is None:
-        found = latest_run(cfg.run.root)
+        found = latest_run(cfg.run.root, registry)
         if found is None:
-            print(
-                f"tj-hybrid: --resume: no run with checkpoints under {cfg.run.root}",
-                file=sys.stderr,
-            )
-            return 2
-        run_dir = found
-    else:
-        run_dir = RunDir.resolve(cfg.run.root, cfg.run.name)
-    log.info("run directory %s%s", run_dir.path, " (resuming)" if resume else "")
-    _write_config(run_dir, loaded)
-    try:
-        for phase in phases:
-            if phase == 1:
-                from tj_hybrid.phase1 import run_phase1
+            raise ConfigError(f"--resume: no run with checkpoints under {cfg.run.root}")
+        return found
+    run_dir = RunDir.resolve(cfg.run.root, cfg.run.name)
+    if resume and not run_dir.path.is_dir():
+        raise ConfigError(f"--resume: {run_dir.path} does not exist")
+    return run_dir
 
-                result = run_phase1(cfg, run_dir, resume=resume, profile=loaded.profile)
-                ev = result.eval
-                print(
-                    f"phase 1 done: held-out position error {ev['model_mae']:.3f} m vs constant "
-                    f"velocity {ev['cv_mae']:.3f} m ({ev['improvement']:.1%} better); "
-                    f"report {result.report}"
-                )
+
+def _resume_hint(run_dir: RunDir, specs: Sequence[PhaseSpec], profile: str,
+                 registry: Sequence[PhaseSpec]) -> str:  # fmt: skip
+    phases = specs[0].name if len(specs) == 1 else f"{specs[0].name}-{specs[-1].name}"
+    if tuple(specs) == tuple(registry):
+        phases = "all"
+    return (f"uv run apps/hybrid --phase {phases} --profile {profile} "
+            f"--set run.root={run_dir.path.parent} --set run.name={run_dir.path.name} "
+            "--resume")  # fmt: skip
+
+
+def _agent_for(spec: PhaseSpec, run_dir: RunDir, done: dict[str, PhaseResult],
+               registry: Sequence[PhaseSpec]) -> Path | None:  # fmt: skip
+    if spec.starts_from is None:
+        return None
+    if spec.starts_from in done:
+        return done[spec.starts_from].agent
+    folder = next(s.folder for s in registry if s.name == spec.starts_from)
+    return run_dir.phase(folder).agent
+
+
+def _run_phases(loaded: LoadedConfig, specs: Sequence[PhaseSpec], run_dir: RunDir,
+                resume: bool, registry: Sequence[PhaseSpec]) -> None:  # fmt: skip
+    done: dict[str, PhaseResult] = {}
+    for spec in specs:
+        pdir = run_dir.phase(spec.folder)
+        finished = PhaseResult.load(pdir.result) if resume else None
+        if finished is not None:
+            log.info("phase %s (%s) already finished; skipping it", spec.name, spec.title)
+            done[spec.name] = finished
+            continue
+        context = PhaseContext(
+            config=loaded.config, profile=loaded.profile, run_dir=run_dir, spec=spec,
+            resume=resume, previous_agent=_agent_for(spec, run_dir, done, registry),
+        )  # fmt: skip
+        result = spec.load().run(context)
+        result.save(pdir.result)
+        done[spec.name] = result
+        print(f"phase {spec.name} done: {result.headline}; report {result.report}", flush=True)
+
+
+def run(loaded: LoadedConfig, specs: Sequence[PhaseSpec], *, resume: bool = False,
+        registry: Sequence[PhaseSpec] = REGISTRY) -> int:  # fmt: skip
+    """Run ``specs`` (phases of ``registry``, in its order); returns the process exit status."""
+    try:
+        run_dir = _run_dir(loaded, resume, registry)
+        preflight(loaded.config, specs, run_dir, resume=resume, registry=registry)
+    except ConfigError as exc:
+        print(f"tj-hybrid: {exc}", file=sys.stderr)
+        return 2
+    log.info("run directory %s%s", run_dir.path, " (resuming)" if resume else "")
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir.config, yaml.safe_dump(to_plain(loaded.config), sort_keys=False))
+    from tj_dist import RankFailedError
+
+    try:
+        with stop_on_signals():
+            _run_phases(loaded, specs, run_dir, resume, registry)
+    except RunInterrupted as exc:
+        print(
+            f"tj-hybrid: {exc}; the newest checkpoint is kept. Continue with:\n  "
+            + _resume_hint(run_dir, specs, loaded.profile, registry),
+            file=sys.stderr,
+        )
+        return exc.exit_code
     except ConfigError as exc:
         print(f"tj-hybrid: {exc}", file=sys.stderr)
         return 2

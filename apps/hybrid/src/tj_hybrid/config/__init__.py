@@ -3,10 +3,12 @@
 from tj_hybrid.config.layering import ConfigError, deep_merge, load_layers, parse_override
 from tj_hybrid.config.loading import LoadedConfig, load_config
 from tj_hybrid.config.profiles import PROFILES, auto_profile
-from tj_hybrid.config.schema import HybridConfig, parse_bytes
+from tj_hybrid.config.schema import MOVED, HybridConfig
+from tj_hybrid.config.sections import parse_bytes
 from tj_hybrid.config.validate import to_plain, validate_dataclass
 
 __all__ = [
+    "MOVED",
     "PROFILES",
     "ConfigError",
     "HybridConfig",

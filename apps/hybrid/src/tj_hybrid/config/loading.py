@@ -1,6 +1,6 @@
 """Load the trainer configuration: find the files, merge the layers, validate, resolve paths.
 
-Relative paths in the configuration (``run.root``, ``data.path``, ``record.scenario``, ...) are
+Relative paths in the configuration (``run.root``, ``scenario.path``, ``phase1.data.path``, ...) are
 relative to the project root: the folder that holds ``configs/``. So the same config works from
 any working directory.
 """
@@ -15,10 +15,10 @@ from typing import Any
 
 from tj_hybrid.config.layering import ConfigError, deep_merge, load_layers, load_yaml
 from tj_hybrid.config.profiles import PROFILES, auto_profile
-from tj_hybrid.config.schema import HybridConfig
+from tj_hybrid.config.schema import MOVED, HybridConfig
 from tj_hybrid.config.validate import validate_dataclass
 
-__all__ = ["LoadedConfig", "find_project_root", "load_config"]
+__all__ = ["LoadedConfig", "check_moved", "find_project_root", "load_config"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +54,18 @@ def _resolve_paths(obj: Any, root: Path) -> Any:
     return dataclasses.replace(obj, **changes) if changes else obj
 
 
+def check_moved(merged: dict[str, Any]) -> None:
+    """Reject keys of an earlier layout with where they live now (``MOVED``)."""
+    for old, new in MOVED.items():
+        node: Any = merged
+        for part in old.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        else:
+            raise ConfigError(f"config key {old} moved to {new}; rename it in your config or --set")
+
+
 def load_config(
     config: Path | None = None, profile: str | None = None, overrides: Sequence[str] = ()
 ) -> LoadedConfig:
@@ -76,6 +88,7 @@ def load_config(
     if not overlay.is_file():
         raise ConfigError(f"profile {profile!r}: {overlay} does not exist")
     merged = deep_merge(load_layers(defaults, overlay, overrides), {"profile": profile})
+    check_moved(merged)
     cfg = validate_dataclass(HybridConfig, merged)
     return LoadedConfig(
         config=_resolve_paths(cfg, root),

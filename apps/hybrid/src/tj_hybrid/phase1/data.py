@@ -4,7 +4,9 @@ If ``data.path`` holds no dataset, it is recorded from the configured SUMO scena
 (behaviour policy ``mixed``: fixed-time with random feasible switches, so the data shows queues
 forming and clearing under many signal sequences), or imported from seed-style JSON chunks when
 ``data.json_source`` is set. Train and held-out episodes use disjoint SUMO seeds. A dataset made
-with other settings than the current config is refused, never silently reused.
+with other settings than the current config is refused, never silently reused; a reused one is
+verified against its manifest's checksums first (each file hashed once, then only when its size
+or mtime changes), and a corrupt one is recorded again, with a warning naming the file.
 """
 
 from __future__ import annotations
@@ -45,27 +47,31 @@ class DatasetInfo:
 
 def _fingerprint(cfg: HybridConfig) -> str:
     """What the dataset depends on; a stored dataset with another fingerprint is refused."""
-    if cfg.data.json_source is not None:
-        src = {"json_source": str(cfg.data.json_source), "holdout": cfg.data.holdout_fraction}
+    data = cfg.phase1.data
+    if data.json_source is not None:
+        src = {"json_source": str(data.json_source), "holdout": data.holdout_fraction}
     else:
-        r = cfg.record
-        env = {k: v for k, v in asdict(r.env).items() if k not in ("temp_dir", "metrics")}
+        r = cfg.phase1.record
+        env = {k: v for k, v in asdict(cfg.scenario.env).items() if k not in ("temp_dir", "metrics")}
         src = {
-            "scenario": str(r.scenario),
+            "scenario": str(cfg.scenario.path),
             "episode_seconds": r.episode_seconds,
             "episodes": [r.train_episodes, r.holdout_episodes],
             "policy": [r.policy, dict(sorted(r.policy_kwargs.items()))],
             "env": env,
             "seed": cfg.run.seed,
         }
-    src["backend"] = cfg.data.backend
+    src["backend"] = data.backend
     blob = json.dumps(src, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def _open(path: Path) -> GraphStore | None:
+    """The store at ``path``, checked against its checksums; None when missing or unusable."""
     try:
-        return GraphStore.open(path)
+        store = GraphStore.open(path)
+        store.verify(marker=True)
+        return store
     except StoreError as exc:
         if path.exists():
             log.warning("ignoring unusable dataset at %s: %s", path, exc)
@@ -93,14 +99,14 @@ def split_store(src: Path, train: Path, holdout: Path, holdout_fraction: float) 
 
 
 def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
-    r = cfg.record
-    scenario = Scenario.from_sumocfg(r.scenario, end=r.episode_seconds)
+    r = cfg.phase1.record
+    scenario = Scenario.from_sumocfg(cfg.scenario.path, end=r.episode_seconds)
     base = cfg.run.seed * 1000
     for path, n, offset in (
         (train, r.train_episodes, 0),
         (holdout, r.holdout_episodes, HOLDOUT_SEED_OFFSET),
     ):
-        log.info("recording %d episode(s) of %s into %s", n, r.scenario.name, path)
+        log.info("recording %d episode(s) of %s into %s", n, cfg.scenario.path.name, path)
         record_dataset(
             scenario,
             r.policy,
@@ -109,9 +115,9 @@ def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
             workers=min(r.workers, n),
             seeds=[base + offset + i for i in range(n)],
             policy_kwargs=dict(r.policy_kwargs),
-            env_config=r.env,
-            shard_size=cfg.data.shard_size,
-            backend=cfg.data.backend,
+            env_config=cfg.scenario.env,
+            shard_size=cfg.phase1.data.shard_size,
+            backend=cfg.phase1.data.backend,
             overwrite=True,
         )
 
@@ -131,7 +137,8 @@ def _facts(store: GraphStore) -> tuple[int, int]:
 
 def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
     """Reuse the dataset at ``data.path`` if it matches the config, else record/import it."""
-    root = cfg.data.path
+    data = cfg.phase1.data
+    root = data.path
     train_p, hold_p = root / "train", root / "holdout"
     fp = _fingerprint(cfg)
     train, hold = _open(train_p), _open(hold_p)
@@ -145,14 +152,14 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
             )
         log.info("using the dataset at %s (%d + %d samples)", root, len(train), len(hold))
     else:
-        if cfg.data.json_source is not None:
+        if data.json_source is not None:
             tmp = root / "imported"
             # records must carry the traffic-snapshot fields (docs/ARCHITECTURE.md): the
             # schema is tj-rl's, so a missing field fails with the file, record and field
-            import_json_chunks(cfg.data.json_source, tmp, schema=snapshot_schema(),
-                               backend=cfg.data.backend, shard_size=cfg.data.shard_size,
+            import_json_chunks(data.json_source, tmp, schema=snapshot_schema(),
+                               backend=data.backend, shard_size=data.shard_size,
                                overwrite=True)  # fmt: skip
-            split_store(tmp, train_p, hold_p, cfg.data.holdout_fraction)
+            split_store(tmp, train_p, hold_p, data.holdout_fraction)
             shutil.rmtree(tmp)
         else:
             _record(cfg, train_p, hold_p)
@@ -163,7 +170,7 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
     movements, actions = _facts(train)
     # recorded stores carry the env config; imported JSON has none: the configured interval applies
     env_meta = train.manifest.metadata.get("env", {})
-    dt = float(env_meta.get("delta_time", cfg.record.env.delta_time))
+    dt = float(env_meta.get("delta_time", cfg.scenario.env.delta_time))
     return DatasetInfo(
         train=train_p,
         holdout=hold_p,

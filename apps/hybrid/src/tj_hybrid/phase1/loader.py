@@ -31,13 +31,14 @@ from tj_data import (
     WindowDataset,
     build_loader,
     compute_statistics,
-    memory_limit,
     plan_loader,
     quantize_store,
 )
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.phase1.data import DatasetInfo
 from tj_hybrid.phase1.shrinkers import CacheShrinker
+from tj_hybrid.training import World
+from tj_monitor import memory_limit
 
 __all__ = [
     "LoaderSpec",
@@ -145,8 +146,8 @@ def feature_statistics(cfg: HybridConfig, ds: DatasetInfo) -> dict[str, list[flo
 
         stats = load_statistics(store, list(STAT_FIELDS))
     else:
-        stats = compute_statistics(store, list(STAT_FIELDS), method=cfg.data.statistics,
-                                   max_samples=cfg.data.statistics_samples)  # fmt: skip
+        stats = compute_statistics(store, list(STAT_FIELDS), method=cfg.phase1.data.statistics,
+                                   max_samples=cfg.phase1.data.statistics_samples)  # fmt: skip
     x, e = stats["x"], stats["edge_attr"]
     return {
         "node_mean": np.asarray(x.mean, np.float64).tolist(),
@@ -158,10 +159,10 @@ def feature_statistics(cfg: HybridConfig, ds: DatasetInfo) -> dict[str, list[flo
 
 def _quantised(cfg: HybridConfig, ds: DatasetInfo) -> Path:
     """The training store to read: a quantised copy (made once) when data.quantize is set."""
-    if not cfg.data.quantize:
+    if not cfg.phase1.data.quantize:
         return ds.train
     dst = ds.train.with_name("train-quantized")
-    want = dict(sorted(cfg.data.quantize.items()))
+    want = dict(sorted(cfg.phase1.data.quantize.items()))
     try:
         if GraphStore.open(dst).manifest.metadata.get("tj_hybrid_quantize") == want:
             return dst
@@ -170,8 +171,8 @@ def _quantised(cfg: HybridConfig, ds: DatasetInfo) -> Path:
     src = GraphStore.open(ds.train)
     missing = [f for f in want if f not in src.manifest.statistics]
     if missing:  # int8 scales are fitted on the statistics
-        compute_statistics(src, missing, method=cfg.data.statistics,
-                           max_samples=cfg.data.statistics_samples)  # fmt: skip
+        compute_statistics(src, missing, method=cfg.phase1.data.statistics,
+                           max_samples=cfg.phase1.data.statistics_samples)  # fmt: skip
     report = quantize_store(ds.train, dst, want, percentiles=(0.1, 99.9), overwrite=True,
                             ranges=_constant_column_ranges(ds.train, want))  # fmt: skip
     GraphStore.open(dst).update_manifest(metadata={"tj_hybrid_quantize": want})
@@ -202,23 +203,25 @@ def _constant_column_ranges(
 
 
 def plan_phase1_loader(
-    cfg: HybridConfig, ds: DatasetInfo, *, nprocs: int, backend: str
+    cfg: HybridConfig, ds: DatasetInfo, *, world: World
 ) -> tuple[LoaderSpec, dict[str, Any]]:
-    """Plan each rank's loader within ``loader.ram_budget / nprocs``; returns the spec and a
+    """Plan each rank's loader within ``memory.budget / ranks``; returns the spec and a
     summary for the report (the plan, its estimate terms, the budget)."""
     import os
 
-    lc = cfg.loader
-    budget = lc.budget if lc.budget > 1 else lc.budget * memory_limit()
-    device = "cuda" if backend == "nccl" else "cpu"
+    lc = cfg.phase1.loader
+    nprocs = world.nprocs
+    budget = cfg.memory.budget_bytes(memory_limit())
+    device = world.device_type
     train = _quantised(cfg, ds)
     spec = LoaderSpec(
         train=train, holdout=ds.holdout, window=cfg.phase1.input_steps,
         horizon=cfg.phase1.max_horizon, plan=None,  # type: ignore[arg-type]
-        reader=cfg.data.reader, cache_chunks=cfg.data.cache_chunks,
-        dequantize="device" if cfg.data.quantize and device == "cuda" else "host",
-        augment=cfg.data.augment, seed=cfg.run.seed,
-        monitor=cfg.monitor.to_config(measure="system") if cfg.data.reader == "chunked" else None,
+        reader=cfg.phase1.data.reader, cache_chunks=cfg.phase1.data.cache_chunks,
+        dequantize="device" if cfg.phase1.data.quantize and device == "cuda" else "host",
+        augment=cfg.phase1.data.augment, seed=cfg.run.seed,
+        monitor=cfg.monitor.to_config(measure="system")
+        if cfg.phase1.data.reader == "chunked" else None,
     )  # fmt: skip
     windows = WindowDataset(_base(train, spec), window=spec.window, horizon=spec.horizon,
                             stream_key="intersection")  # fmt: skip

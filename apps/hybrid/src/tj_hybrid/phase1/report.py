@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tj_hybrid.run_dir import PhaseDir
-from tj_monitor import load_run, plot_run, summarize
+from tj_monitor import atomic_write_text, load_run, plot_run, summarize
 
 __all__ = ["ReportInputs", "write_report"]
 
@@ -118,6 +118,6 @@ def write_report(pdir: PhaseDir, inputs: ReportInputs) -> Path:
         *(["![memory](memory.png)"] if (pdir.root / "memory.png").exists() else []),
         "",
     ]
-    pdir.report.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(pdir.report, "\n".join(lines))
     log.info("phase 1 report: %s", pdir.report)
     return pdir.report

@@ -7,27 +7,26 @@ watches the whole process tree (ranks, their DataLoader workers, SUMO during rec
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 import tj_dist
-from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.phase1.data import ensure_dataset
 from tj_hybrid.phase1.loader import feature_statistics, plan_phase1_loader
 from tj_hybrid.phase1.report import ReportInputs, write_report
 from tj_hybrid.phase1.train import Phase1Job, train_rank
-from tj_hybrid.run_dir import RunDir
+from tj_hybrid.run_dir import PhaseDir
+from tj_hybrid.training import World, resolve_world
 from tj_models import TrafficAgentConfig
-from tj_monitor import MemoryMonitor
+from tj_monitor import MemoryMonitor, atomic_write_json
 
-__all__ = ["Phase1Result", "agent_config", "run_phase1"]
+__all__ = ["Phase1Result", "agent_config", "phase1_world", "run_phase1"]
 
 log = logging.getLogger(__name__)
 
@@ -51,45 +50,38 @@ def agent_config(
     base = TrafficAgentConfig.preset(
         cfg.model.preset, max_actions=max_actions, debug=cfg.model.debug
     )
-    d = base.to_dict()
-    d["gnn"]["num_movements"] = max(d["gnn"]["num_movements"], num_movements)
-    wm = d["world_model"]
-    wm["decision_interval"] = dt
-    wm["activation_checkpointing"] = cfg.model.activation_checkpointing
-    g = cfg.record.env.graph
-    wm["rollout"].update(edge_radius=g.edge_radius, max_neighbors=g.k_nearest,
-                         conflict_distance=g.conflict_distance, heading="math")  # fmt: skip
-    return TrafficAgentConfig.from_dict(d)
+    g = cfg.scenario.env.graph
+    wm = base.world_model
+    rollout = replace(wm.rollout, edge_radius=g.edge_radius, max_neighbors=g.k_nearest,
+                      conflict_distance=g.conflict_distance, heading="math")  # fmt: skip
+    return replace(
+        base,
+        gnn=replace(base.gnn, num_movements=max(base.gnn.num_movements, num_movements)),
+        world_model=replace(wm, decision_interval=dt, rollout=rollout,
+                            activation_checkpointing=cfg.model.activation_checkpointing),
+    )  # fmt: skip
 
 
-def _world_size(cfg: HybridConfig) -> tuple[int, str]:
-    backend = cfg.dist.backend
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    n = cfg.dist.nprocs
-    if backend == "nccl":
-        gpus = torch.cuda.device_count()
-        if gpus < n:
-            log.warning("dist.nprocs=%d but %d GPU(s): using %d NCCL rank(s)", n, gpus, gpus)
-            n = max(1, gpus)
-    return n, backend
+def phase1_world(cfg: HybridConfig, gpus: int | None = None) -> World:
+    """Ranks and accumulation for phase 1 on this machine (``gpus`` injectable for tests)."""
+    if gpus is None:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return resolve_world(cfg.dist, effective_batch=cfg.phase1.effective_batch,
+                         micro_batch=cfg.phase1.loader.batch_size, gpus=gpus,
+                         section="phase1")  # fmt: skip
 
 
 def run_phase1(
-    cfg: HybridConfig, run_dir: RunDir, *, resume: bool = False, profile: str = "custom"
+    cfg: HybridConfig, pdir: PhaseDir, *, resume: bool = False, profile: str = "custom"
 ) -> Phase1Result:
-    """Run phase 1 into ``run_dir/phase1``; ``resume`` continues from its newest checkpoint."""
+    """Run phase 1 into ``pdir``; ``resume`` continues from its newest checkpoint."""
     wall: dict[str, float] = {}
     t0 = time.perf_counter()
     env = tj_dist.detect_environment()
     tj_dist.apply_env_defaults(env)
-    pdir = run_dir.phase(1)
-    if not resume and pdir.checkpoints.exists() and any(pdir.checkpoints.iterdir()):
-        raise ConfigError(
-            f"{pdir.root} already has checkpoints: pass --resume, or use another run.name"
-        )
+    world = phase1_world(cfg)  # before any work: a batch that does not divide is a config error
     pdir.create()
-    for path in (cfg.data.path, pdir.root):
+    for path in (cfg.phase1.data.path, pdir.root):
         tj_dist.check_data_path(path, env)
 
     monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
@@ -97,47 +89,46 @@ def run_phase1(
         ds = ensure_dataset(cfg)
         wall["data"] = time.perf_counter() - t0
         stats = feature_statistics(cfg, ds)
-        nprocs, backend = _world_size(cfg)
-        spec, plan_info = plan_phase1_loader(cfg, ds, nprocs=nprocs, backend=backend)
+        spec, plan_info = plan_phase1_loader(cfg, ds, world=world)
         agent_cfg = agent_config(cfg, num_movements=ds.num_movements, max_actions=ds.max_actions,
                                  dt=ds.decision_interval)  # fmt: skip
-        threads = cfg.dist.threads_per_rank or max(1, (os.cpu_count() or 1) // nprocs)
+        threads = cfg.dist.threads_per_rank or max(1, (os.cpu_count() or 1) // world.nprocs)
         job = Phase1Job(cfg=cfg, phase_dir=pdir, loader=spec, agent_config=agent_cfg.to_dict(),
                         feature_stats=stats, decision_interval=ds.decision_interval,
-                        resume=resume, threads=threads,
+                        resume=resume, threads=threads, world=world,
                         log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
         t1 = time.perf_counter()
-        if nprocs == 1:
+        if world.nprocs == 1:
             summary = train_rank(job)
         else:
-            summary = tj_dist.launch_local(train_rank, nprocs, job, backend=backend)[0]
+            summary = tj_dist.launch_local(train_rank, world.nprocs, job,
+                                           backend=world.backend)[0]  # fmt: skip
         wall["train"] = time.perf_counter() - t1
     monitor.save(pdir.memory)
     monitor.plot(pdir.root / "memory.png")
     assert summary is not None
     peak = monitor.peaks
-    device = "cuda" if backend == "nccl" else "cpu"
-    precision = tj_dist.choose_precision(cfg.amp.precision, device).precision
+    precision = tj_dist.choose_precision(cfg.amp.precision, world.device_type).precision
     wall["total"] = time.perf_counter() - t0
+    budget = plan_info["budget_bytes_per_rank"] * world.nprocs
     report = write_report(
         pdir,
         ReportInputs(
             profile=profile,
-            nprocs=nprocs,
-            backend=backend,
+            nprocs=world.nprocs,
+            backend=world.backend,
             precision=precision,
-            accumulation_steps=cfg.accumulation_steps,
+            accumulation_steps=world.accumulation_steps,
             dataset={k: str(v) if isinstance(v, Path) else v for k, v in asdict(ds).items()},
             loader_plan=plan_info,
-            budget_bytes=plan_info["budget_bytes_per_rank"] * nprocs,
+            budget_bytes=budget,
             peak_tree_pss=peak.get("tree_pss"),
             peak_pressure=peak.get("container_used"),
             wall_s=wall,
         ),
     )
-    (pdir.root / "summary.json").write_text(json.dumps({**summary, "wall_s": wall,
-        "peak_tree_pss": peak.get("tree_pss"),
-        "budget_bytes": plan_info["budget_bytes_per_rank"] * nprocs}, indent=2))  # fmt: skip
+    atomic_write_json(pdir.root / "summary.json", {**summary, "wall_s": wall,
+                      "peak_tree_pss": peak.get("tree_pss"), "budget_bytes": budget})  # fmt: skip
     return Phase1Result(
         eval=summary["eval"],
         data_wait_fraction=summary["data_wait_fraction"],

@@ -1,0 +1,71 @@
+"""Inputs checked before anything starts: a bad path is a one-line error and exit status 2,
+never a traceback after minutes of work or an empty run directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tj_hybrid.config import ConfigError, HybridConfig
+from tj_hybrid.phases import PhaseSpec
+from tj_hybrid.run_dir import RunDir
+
+__all__ = ["check_readable_file", "check_scenario", "check_writable_dir", "preflight"]
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """``path`` is (or can be created as) a directory this process may write into."""
+    path = Path(path)
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{what} {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {path}: {probe} is not writable")
+
+
+def check_readable_file(path: Path, what: str) -> None:
+    if not Path(path).is_file():
+        raise ConfigError(f"{what} {path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{what} {path}: not readable")
+
+
+def check_scenario(config: HybridConfig) -> None:
+    """The scenario's .sumocfg and the files it names exist and parse, with signalised lights."""
+    from tj_rl import Scenario, ScenarioError
+
+    path = config.scenario.path
+    check_readable_file(path, "scenario.path")
+    try:
+        Scenario.from_sumocfg(path)
+    except ScenarioError as exc:
+        raise ConfigError(f"scenario.path: {exc}") from None
+
+
+def preflight(config: HybridConfig, specs: Sequence[PhaseSpec], run_dir: RunDir, *,
+              resume: bool, registry: Sequence[PhaseSpec]) -> None:  # fmt: skip
+    """Check the run directory, the hand-offs between phases and each phase's own inputs."""
+    check_writable_dir(run_dir.path, "run directory")
+    selected = {s.name for s in specs}
+    every = {s.name: s for s in registry}
+    for spec in specs:
+        pdir = run_dir.phase(spec.folder)
+        if not resume and (pdir.result.exists() or any(pdir.checkpoints.glob("*"))):
+            raise ConfigError(
+                f"{pdir.root} already has checkpoints or a result of phase {spec.name}: pass "
+                "--resume to continue the run, or choose another run.name"
+            )
+        src = spec.starts_from
+        if src is not None and src not in selected:
+            agent = run_dir.phase(every[src].folder).agent
+            if not (agent / "config.json").is_file():
+                raise ConfigError(
+                    f"phase {spec.name} starts from phase {src}'s agent, which {agent} does not "
+                    f"hold: run phase {src} first (--phase all), or set run.name to a run that did"
+                )
+        spec.load().preflight(config)

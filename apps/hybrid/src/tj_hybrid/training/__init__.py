@@ -1,0 +1,17 @@
+"""Training-loop pieces every DDP phase shares: LR schedule, seeding, rank reduction, per-rank
+resumable state, checkpoint/log cadence, and the world (ranks, accumulation) derived last."""
+
+from tj_hybrid.training.cadence import Cadence
+from tj_hybrid.training.lr import warmup_cosine
+from tj_hybrid.training.ranks import RankStates, mean_over_ranks, seed_everything
+from tj_hybrid.training.world import World, resolve_world
+
+__all__ = [
+    "Cadence",
+    "RankStates",
+    "World",
+    "mean_over_ranks",
+    "resolve_world",
+    "seed_everything",
+    "warmup_cosine",
+]

@@ -1,0 +1,60 @@
+"""The world a DDP phase runs in, resolved from the config and the machine, and what follows.
+
+Gradient accumulation is derived here, after the number of ranks is final: a config asking for 2
+NCCL ranks on a 1-GPU machine gets 1 rank and twice the accumulation, so the effective batch
+(samples per optimizer step) stays what the config says.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from tj_hybrid.config.layering import ConfigError
+from tj_hybrid.config.sections import DistSection
+
+__all__ = ["World", "resolve_world"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class World:
+    """Ranks, backend and the accumulation that keeps the configured effective batch."""
+
+    nprocs: int
+    backend: str  # "nccl" | "gloo"
+    micro_batch: int  # samples per rank per forward/backward
+    accumulation_steps: int
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.backend == "nccl" else "cpu"
+
+    @property
+    def effective_batch(self) -> int:
+        return self.nprocs * self.micro_batch * self.accumulation_steps
+
+
+def resolve_world(
+    dist: DistSection, *, effective_batch: int, micro_batch: int, gpus: int, section: str
+) -> World:
+    """Ranks from ``dist`` and the ``gpus`` found; accumulation from the final rank count."""
+    backend = dist.backend
+    if backend == "auto":
+        backend = "nccl" if gpus > 0 else "gloo"
+    n = dist.nprocs
+    if backend == "nccl":
+        if gpus < 1:
+            raise ConfigError("dist.backend=nccl needs a CUDA GPU; none found (use gloo or auto)")
+        if gpus < n:
+            log.warning("dist.nprocs=%d but %d GPU(s): using %d NCCL rank(s)", n, gpus, gpus)
+            n = gpus
+    per_step = n * micro_batch
+    if effective_batch % per_step:
+        raise ConfigError(
+            f"{section}.effective_batch={effective_batch} is not a multiple of {n} rank(s) x "
+            f"{micro_batch} per micro-batch = {per_step}; choose a multiple of {per_step}"
+        )
+    return World(nprocs=n, backend=backend, micro_batch=micro_batch,
+                 accumulation_steps=effective_batch // per_step)  # fmt: skip
