@@ -135,3 +135,15 @@ def test_mixed_policy_mixes_base_and_random_feasible(default_sc: Scenario) -> No
         make_policy("mixed", base="mixed")
     with pytest.raises(ValueError, match="switch_prob"):
         make_policy("mixed", switch_prob=1.5)
+
+
+@pytest.mark.parametrize("name", ["fixed-time", "max-pressure", "greedy"])
+def test_baselines_act_the_same_on_padded_observations(default_sc: Scenario, name: str) -> None:
+    """Padding to a scenario's maximum (one space for every light) changes no baseline's decision:
+    the phase flags are read from the end and padded lanes / actions are ignored."""
+    sc = default_sc.replace(end=300.0)
+    plain = evaluate(sc, name, episodes=1, seeds=[4], config=EnvConfig(metrics=True))
+    padded = evaluate(sc, name, episodes=1, seeds=[4],
+                      config=EnvConfig(metrics=True, max_phases=6, max_lanes=30))  # fmt: skip
+    assert plain.rows[0]["avg_delay"] == padded.rows[0]["avg_delay"]
+    assert plain.rows[0] == padded.rows[0]

@@ -93,7 +93,7 @@ def test_build_killed_half_way_leaves_no_library_and_the_next_build_works(tmp_pa
     )
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(".build-*.so")):  # the compiler is running
+    while not list(tmp_path.glob(".tmp-tj_vehicle_reader-*")):  # the compiler is running
         assert proc.poll() is None and time.monotonic() < deadline, "no build started"
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)  # the builder and its compiler

@@ -18,11 +18,13 @@ from tj_rl.baselines import (
 )
 from tj_rl.builder import DEFAULT_SPEC, SyntheticSpec, build_scenario, default_scenario
 from tj_rl.config import COST_NAMES, EnvConfig
+from tj_rl.demand import DemandPool, DemandSet, DemandSpec, generate_demand
 from tj_rl.env import TrafficSignalCore
 from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoStartError
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph
 from tj_rl.graphs import build_graph, build_graphs
-from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics
+from tj_rl.heldout import HELDOUT_METRICS, HeldOutTable, evaluate_heldout
+from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics, Spread
 from tj_rl.native_reader import NativeReaderError, build_native_reader
 from tj_rl.observation import LANE_FEATURES
 from tj_rl.recording import record_dataset
@@ -35,19 +37,37 @@ from tj_rl.snapshot import SNAPSHOT_FIELDS, RiskConfig, SnapshotBuilder, snapsho
 __version__ = _metadata.version("tj-rl")  # one source of truth: pyproject.toml
 
 
-def __getattr__(name: str) -> object:
-    """``TrafficSignalEnv`` imports Ray RLlib: load it on first use only (PEP 562)."""
-    if name == "TrafficSignalEnv":
-        from tj_rl.rllib import TrafficSignalEnv
+# Names whose modules import Ray RLlib (and torch, tj-models): loaded on first use only (PEP 562),
+# so env, recording and evaluation processes never pay for them. ``AgentPolicy`` and
+# ``export_agent`` load torch and tj-models but never Ray.
+_LAZY = {
+    "AgentPolicy": "tj_rl.agent_policy",
+    "export_agent": "tj_rl.agent_io",
+    "TrafficSignalEnv": "tj_rl.rllib",
+    "GraphModuleConfig": "tj_rl.rllib_module",
+    "TrafficRLModule": "tj_rl.rllib_module",
+    "graph_module_spec": "tj_rl.rllib_module",
+    "shared_module_spec": "tj_rl.rllib_module",
+    "shared_policy_mapping": "tj_rl.rllib_module",
+    "RaySession": "tj_rl.ray_session",
+}
 
-        return TrafficSignalEnv
-    raise AttributeError(f"module 'tj_rl' has no attribute {name!r}")
+
+def __getattr__(name: str) -> object:
+    """Load the heavy names of ``_LAZY`` on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tj_rl' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 __all__ = [
     "COST_NAMES",
     "DEFAULT_SPEC",
     "EDGE_FEATURES",
+    "HELDOUT_METRICS",
     "LANE_FEATURES",
     "METRIC_NAMES",
     "NODE_FEATURES",
@@ -55,11 +75,17 @@ __all__ = [
     "REWARDS",
     "SNAPSHOT_FIELDS",
     "SUMO_VERSION",
+    "AgentPolicy",
+    "DemandPool",
+    "DemandSet",
+    "DemandSpec",
     "EnvConfig",
     "EpisodeMetrics",
     "FixedTimePolicy",
     "GraphConfig",
+    "GraphModuleConfig",
     "GreedyPolicy",
+    "HeldOutTable",
     "LibsumoBackend",
     "LibsumoBusyError",
     "MaxPressurePolicy",
@@ -69,17 +95,20 @@ __all__ = [
     "PhaseProgram",
     "Policy",
     "RandomPolicy",
+    "RaySession",
     "RiskConfig",
     "SafetyShield",
     "Scenario",
     "ScenarioError",
     "SingleAgentTrafficEnv",
     "SnapshotBuilder",
+    "Spread",
     "SumoBackend",
     "SumoDiedError",
     "SumoStartError",
     "SyntheticSpec",
     "TraciBackend",
+    "TrafficRLModule",
     "TrafficSignalCore",
     "TrafficSignalEnv",
     "VehicleGraph",
@@ -91,8 +120,14 @@ __all__ = [
     "default_scenario",
     "derive_program",
     "evaluate",
+    "evaluate_heldout",
+    "export_agent",
+    "generate_demand",
+    "graph_module_spec",
     "make_backend",
     "make_policy",
     "record_dataset",
+    "shared_module_spec",
+    "shared_policy_mapping",
     "snapshot_schema",
 ]

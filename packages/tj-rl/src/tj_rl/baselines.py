@@ -25,7 +25,7 @@ import numpy as np
 
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.env import TrafficSignalCore
-from tj_rl.metrics import METRIC_NAMES
+from tj_rl.metrics import METRIC_NAMES, Spread, spread
 from tj_rl.scenario import Scenario
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "RandomPolicy",
     "evaluate",
     "make_policy",
+    "run_episode",
 ]
 
 
@@ -72,8 +73,9 @@ class FixedTimePolicy:
             prog = self.programs[agent]
             n = prog.n_greens
             cur = _current(o, n)
-            in_clearance = bool(o["phase"][n])
-            t_green = float(o["phase"][n + 1]) * self.max_green
+            # the three flags are always phase[-3:] (also when padded to the scenario's maximum)
+            in_clearance = bool(o["phase"][-3])
+            t_green = float(o["phase"][-2]) * self.max_green
             done = not in_clearance and t_green >= prog.durations[cur] - 1e-6
             out[agent] = (cur + 1) % n if done else cur
         return out
@@ -88,11 +90,11 @@ class MaxPressurePolicy:
         out = {}
         for agent, o in obs.items():
             moves = self.moves[agent]  # [P, n_in, n_out]
-            n_in = moves.shape[1]
-            count = o["lanes"][:, 1] * self.capacity[agent]
+            p, n_in, n_out = moves.shape
+            count = o["lanes"][: n_in + n_out, 1] * self.capacity[agent]  # padded rows dropped
             pressure = count[:n_in, None] - count[None, n_in:]  # [n_in, n_out]
             scores = (moves * pressure[None]).sum(axis=(1, 2))
-            out[agent] = _best_feasible(scores, o["action_mask"], _current(o, moves.shape[0]))
+            out[agent] = _best_feasible(scores, o["action_mask"][:p], _current(o, p))
         return out
 
 
@@ -106,7 +108,8 @@ class GreedyPolicy:
             serves = self.serves[agent]  # [P, n_in]
             halting = o["lanes"][: serves.shape[1], 0]
             scores = (serves * halting[None]).sum(axis=1)
-            out[agent] = _best_feasible(scores, o["action_mask"], _current(o, serves.shape[0]))
+            p = serves.shape[0]
+            out[agent] = _best_feasible(scores, o["action_mask"][:p], _current(o, p))
         return out
 
 
@@ -167,17 +170,20 @@ class MetricsTable:
     policy: str
     rows: list[dict[str, Any]] = field(default_factory=list)
 
+    def _keys(self) -> list[str]:
+        names = (*METRIC_NAMES, "return", *(f"cost_{c}" for c in COST_NAMES))
+        return [k for k in names if self.rows and k in self.rows[0]]
+
     def summary(self) -> dict[str, tuple[float, float]]:
-        keys = [
-            k
-            for k in (*METRIC_NAMES, "return", *(f"cost_{c}" for c in COST_NAMES))
-            if self.rows and k in self.rows[0]
-        ]
         out = {}
-        for k in keys:
+        for k in self._keys():
             v = np.array([r[k] for r in self.rows], dtype=np.float64)
             out[k] = (float(np.nanmean(v)), float(np.nanstd(v)) if len(v) > 1 else 0.0)
         return out
+
+    def spread(self) -> dict[str, Spread]:
+        """Mean, std, min and max over the episodes per metric (``summary`` plus the range)."""
+        return {k: spread(r[k] for r in self.rows) for k in self._keys()}
 
     def to_markdown(self) -> str:
         s = self.summary()
@@ -212,13 +218,15 @@ def evaluate(
     table = MetricsTable(policy=name)
     try:
         for ep, seed in enumerate(seeds):
-            table.rows.append(_episode(env, pol, ep, int(seed)))
+            table.rows.append(run_episode(env, pol, ep, int(seed)))
     finally:
         env.close()
     return table
 
 
-def _episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
+def run_episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
+    """One full episode of ``pol`` on SUMO seed ``seed``: a row of SUMO's metrics (NaN when the
+    env's metrics are off), the summed reward (``return``) and every summed cost (``cost_<name>``)."""
     obs, infos = env.reset(seed=seed)
     pol.reset(env)
     ret, costs = 0.0, np.zeros(len(COST_NAMES))

@@ -10,13 +10,13 @@ scenario under ``configs/scenarios/default/`` is ``DEFAULT_SPEC`` built by::
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tj_monitor import atomic_write_text
 from tj_rl.errors import ScenarioError
 from tj_rl.runtime import child_env, sumo_binary, tool_command
 from tj_rl.scenario import Scenario
@@ -134,9 +134,7 @@ def _write_sumocfg(path: Path, net: Path, routes: Path, spec: SyntheticSpec) -> 
         "    </random_number>\n"
         "</configuration>\n"
     )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 def build_scenario(spec: SyntheticSpec, out_dir: str | Path) -> Scenario:

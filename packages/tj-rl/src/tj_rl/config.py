@@ -44,10 +44,18 @@ class EnvConfig:
     min_green: float = 10.0
     max_green: float = 60.0
     reward: str | Callable[[], Any] = "diff-waiting-time"
+    reward_scale: float = 1.0  # multiplies every reward (e.g. 0.1: returns a critic can fit)
     obs_radius: float = 100.0
     max_nodes: int = 64
     max_edges: int = 256
     graph: GraphConfig = field(default_factory=GraphConfig)
+    # Padding of the per-light arrays (``phase``, ``action_mask``, ``lanes``, ``lane_mask``) so that
+    # every light of a scenario has one observation and action space (one policy shared by lights
+    # with different green-phase and lane counts). Padding is on when any of the three is set; an
+    # unset size is the scenario's maximum. README "Padding to the scenario".
+    pad_to_scenario: bool = False
+    max_phases: int | None = None
+    max_lanes: int | None = None
     kernel: KernelName = "numpy"
     reader: ReaderName = "subscription"
     ttc_threshold: float = 2.0
@@ -60,6 +68,11 @@ class EnvConfig:
     # the env, i.e. for training, and on in evaluate(); True / False force them.
     metrics: bool | None = None
     warmup: float = 0.0
+    # Demand drawn per episode (a tj_rl.DemandPool's files): each reset runs the scenario with
+    # pick_route(route_files, episode, route_stream) instead of its own routes (empty: its own).
+    # route_stream (e.g. an env runner's index) gives each env its own order of the files.
+    route_files: tuple[str, ...] = ()
+    route_stream: int = 0
     sumo_args: tuple[str, ...] = ()
     temp_dir: str | None = None  # where episode temp dirs go (None: the system default)
 
@@ -77,7 +90,7 @@ class EnvConfig:
                 "EnvConfig.reader='native' reads the in-process libsumo simulation; with "
                 f"backend={self.backend!r} use reader='subscription'"
             )
-        for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel"):
+        for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel", "reward_scale"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")
         for name in ("yellow_time", "all_red_time", "min_green", "warmup"):
@@ -91,6 +104,15 @@ class EnvConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"EnvConfig.{name}: {value!r}, padding size must be an int >= 1")
+        for name in ("max_phases", "max_lanes"):
+            value = getattr(self, name)
+            bad = not isinstance(value, int) or isinstance(value, bool) or value < 1
+            if value is not None and bad:
+                raise ValueError(f"EnvConfig.{name}: {value!r}, expected None or an int >= 1")
+        if not isinstance(self.pad_to_scenario, bool):
+            raise ValueError(
+                f"EnvConfig.pad_to_scenario: {self.pad_to_scenario!r}, expected True or False"
+            )
         unknown = set(self.cost_weights) - set(COST_NAMES)
         if unknown:
             raise ValueError(
@@ -105,3 +127,11 @@ class EnvConfig:
         if not (isinstance(self.reward, str) or callable(self.reward)):
             raise ValueError(f"EnvConfig.reward: {self.reward!r}, expected a name or a factory")
         object.__setattr__(self, "sumo_args", tuple(str(a) for a in self.sumo_args))
+        object.__setattr__(self, "route_files", tuple(str(p) for p in self.route_files))
+        if not isinstance(self.route_stream, int) or self.route_stream < 0:
+            raise ValueError(f"EnvConfig.route_stream: {self.route_stream!r}, expected an int >= 0")
+
+    @property
+    def padded(self) -> bool:
+        """Whether the per-light arrays are padded to common sizes (see ``pad_to_scenario``)."""
+        return self.pad_to_scenario or self.max_phases is not None or self.max_lanes is not None

@@ -30,7 +30,8 @@ from gymnasium import spaces
 from tj_rl.backends import make_backend
 from tj_rl.config import COST_NAMES, EnvConfig
 from tj_rl.costs import cost_matrix, safety_counts
-from tj_rl.errors import SumoDiedError
+from tj_rl.demand import pick_route
+from tj_rl.errors import ScenarioError, SumoDiedError
 from tj_rl.features import ROW_COLUMNS, VehicleFrame, VehicleGraph
 from tj_rl.graphs import graph_batch, split_graphs
 from tj_rl.metrics import EpisodeMetrics
@@ -40,10 +41,9 @@ from tj_rl.observation import (
     assemble_observations,
     lane_batch,
     lane_capacity,
-    light_slices,
-    observation_space,
     phase_values,
 )
+from tj_rl.padding import ObservationLayout, decide
 from tj_rl.rewards import RewardInput, make_reward
 from tj_rl.scenario import Scenario
 from tj_rl.session import LightReads, SumoSession
@@ -116,19 +116,21 @@ class TrafficSignalCore:
         self.lights = {lt.tls_id: lt for lt in self.topology.lights}
         self.possible_agents = list(self.lights)
         self.agents = list(self.possible_agents)
+        layout = self._layout = ObservationLayout.of(self.topology.lights, cfg)
         self.observation_spaces = {
-            a: observation_space(lt, cfg.max_nodes, cfg.max_edges) for a, lt in self.lights.items()
+            a: layout.space(i, lt, cfg.max_nodes, cfg.max_edges)
+            for i, (a, lt) in enumerate(self.lights.items())
         }
         self.action_spaces = {
-            a: spaces.Discrete(lt.program.n_greens) for a, lt in self.lights.items()
+            a: spaces.Discrete(p) for a, p in zip(self.lights, layout.phases, strict=True)
         }
+        self._overflow_lanes = dict(zip(self.lights, layout.overflow_lanes, strict=True))
         self.shields = {
             a: SafetyShield(lt.program, min_green=cfg.min_green, max_green=cfg.max_green)
             for a, lt in self.lights.items()
         }
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
-        self._slices = light_slices(self.topology.lights, self._lanes)
         self._graph_batch, self._lane_batch, self._safety_counts = _kernels(cfg.kernel)
         self._warm_kernels()
         self._reader = self._native_reader() if cfg.reader == "native" else None
@@ -218,9 +220,15 @@ class TrafficSignalCore:
             sumo_seed = int(self._rng.integers(0, 2**31 - 1))
         self._episode += 1
         self.agents = list(self.possible_agents)
+        scenario, routes = self.scenario, None
+        if self.config.route_files:  # this episode's traffic from the demand pool
+            routes = pick_route(self.config.route_files, self._episode, self.config.route_stream)
+            if not routes.is_file():
+                raise ScenarioError(f"EnvConfig.route_files: {routes} does not exist")
+            scenario = scenario.with_routes(routes)
         self._session = SumoSession(
             self._backend,
-            self.scenario,
+            scenario,
             self.topology,
             obs_radius=self.config.obs_radius,
             metrics=bool(self.config.metrics),
@@ -244,6 +252,8 @@ class TrafficSignalCore:
             self._rewards[agent].reset(inp)
             obs[agent] = o
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
+            if routes is not None:
+                infos[agent]["routes"] = routes.name
         self._last_obs = obs
         return obs, infos
 
@@ -309,7 +319,7 @@ class TrafficSignalCore:
         actions = self._check_actions(action_dict)
         t = self._t
         decisions = [
-            shield.decide(t, actions.get(agent, shield.current))
+            decide(shield, t, actions.get(agent, shield.current))
             for agent, shield in self.shields.items()
         ]
         try:
@@ -327,7 +337,7 @@ class TrafficSignalCore:
                 counts=self._safety_counts,
             )
             for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
-                rewards[agent] = float(self._rewards[agent](inp))
+                rewards[agent] = float(self._rewards[agent](inp)) * self.config.reward_scale
                 infos[agent] = self._info(agent, decisions[i], graph, costs[i])
         except SumoDiedError as exc:
             return self._died(exc, dict(zip(self.shields, decisions, strict=True)))
@@ -360,25 +370,30 @@ class TrafficSignalCore:
         )
         lane_stats, lane_feats, queue = self._lane_batch(reads.data, reads.counts, self._lanes)
         graphs = split_graphs(batch, reads.ids)
+        layout = self._layout
         phases: list[float] = []
         masks: list[int] = []
-        for shield in self.shields.values():  # all lights' small arrays in one conversion each
+        tips: list[float] = []
+        # all lights' small arrays in one conversion each; widths are the lights' own or padded
+        for shield, width in zip(self.shields.values(), layout.phases, strict=True):
             in_clearance = t < shield.green_since
+            tip = shield.time_in_green(t)
             phases += phase_values(
-                shield.program.n_greens,
-                shield.current,
-                in_clearance,
-                shield.time_in_green(t),
-                cfg.min_green,
-                cfg.max_green,
+                width, shield.current, in_clearance, tip, cfg.min_green, cfg.max_green
             )
             masks += shield.feasible(t)
+            if width > shield.program.n_greens:
+                masks += [0] * (width - shield.program.n_greens)
+            tips.append(tip)
         obs = assemble_observations(
             batch,
-            lane_feats,
+            layout.movement(batch.movement),
+            layout.lane_rows(lane_feats),
+            layout.lane_mask.copy(),
             np.array(phases, np.float32),
+            np.array(tips, np.float32).reshape(-1, 1),
             np.array(masks, np.int8),
-            self._slices,
+            layout.slices,
         )
         out = {}
         for (agent, light), o, graph, lanes in zip(
@@ -399,6 +414,7 @@ class TrafficSignalCore:
             "cost": float(costs @ self._cost_w),
             "overflow_nodes": graph.dropped_nodes,
             "overflow_edges": graph.dropped_edges,
+            "overflow_lanes": self._overflow_lanes[agent],
             "num_vehicles": graph.num_nodes + graph.dropped_nodes,
         }
 

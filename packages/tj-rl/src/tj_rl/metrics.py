@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from sumolib.xml import parse_fast
 
-__all__ = ["METRIC_NAMES", "EpisodeMetrics", "metrics_args", "parse_episode_metrics"]
+__all__ = [
+    "METRIC_NAMES",
+    "EpisodeMetrics",
+    "Spread",
+    "metrics_args",
+    "parse_episode_metrics",
+    "spread",
+]
 
 TRIPINFO = "tripinfo.xml"
 STATISTICS = "statistics.xml"
@@ -91,3 +100,23 @@ def parse_episode_metrics(outdir: Path, *, mean_queue: float, vetoes: int) -> Ep
         collisions=_stat(root, "safety", "collisions"),
         vetoes=int(vetoes),
     )
+
+
+class Spread(NamedTuple):
+    """Mean and spread of one metric over episodes (NaN episodes, e.g. no finished trip, left
+    out; ``n`` counts the others). ``std`` is the population std (ddof 0), 0 for one episode."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+    n: int
+
+
+def spread(values: Iterable[float]) -> Spread:
+    """``Spread`` of ``values`` (all NaN or none: NaN statistics and ``n=0``)."""
+    v = np.asarray(list(values), dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return Spread(math.nan, math.nan, math.nan, math.nan, 0)
+    return Spread(float(v.mean()), float(v.std()), float(v.min()), float(v.max()), len(v))

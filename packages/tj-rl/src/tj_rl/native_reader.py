@@ -20,21 +20,19 @@ Differences from the subscription reader, by design: vehicles parked on a lane (
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
 import platform
 import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tj_monitor import AtomicPath, remove_stale_temps
 from tj_rl.features import PAD_ROW, ROW_COLUMNS
 
 __all__ = ["NativeReaderError", "NativeVehicleReader", "ReaderLight", "build_native_reader"]
@@ -132,19 +130,15 @@ def build_native_reader(*, compiler: str | None = None, cache_dir: Path | None =
         return target
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=root)
+        remove_stale_temps(root)  # builds killed half-way (other builds' temps are kept)
+        out = AtomicPath(target)  # compiled into a temp, renamed into place once complete
     except OSError as exc:
         raise NativeReaderError(
             f"reader='native': cannot write its build cache {root}: {exc}. Make it writable, or "
             "point XDG_CACHE_HOME at a writable directory."
         ) from exc
-    os.close(fd)
-    for stale in root.glob(".build-*.so"):  # left by a build killed an hour or more ago
-        with contextlib.suppress(FileNotFoundError):  # another process may remove it first
-            if time.time() - stale.stat().st_mtime > 3600:
-                stale.unlink()
-    cmd = [cxx_path, *flags, "-o", tmp]
-    try:
+    cmd = [cxx_path, *flags, "-o", str(out.tmp)]
+    with out:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
         except subprocess.TimeoutExpired as exc:
@@ -154,9 +148,6 @@ def build_native_reader(*, compiler: str | None = None, cache_dir: Path | None =
                 f"reader='native': compiling {SOURCE.name} failed (exit {proc.returncode}):\n"
                 f"{' '.join(cmd)}\n{proc.stderr[-3000:]}"
             )
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return target
 
 

@@ -2,17 +2,20 @@
 features, lane aggregates and the shield's ``action_mask``.
 
 Keys and shapes (N = max_nodes, E = max_edges, P = green phases of the light, L = its incoming plus
-outgoing lanes):
+outgoing lanes; with ``EnvConfig`` padding P and L are the scenario's maxima, ``padding.py``):
 
 - ``nodes`` float32 [N, 9] (``features.NODE_FEATURES``), ``node_mask`` int8 [N]
+- ``movement`` int64 [N]: each vehicle's movement index (its row of ``lanes``; -1 when that row is
+  beyond ``max_lanes``; 0 for padding nodes)
 - ``edge_index`` int64 [2, E] (neighbour, vehicle; padded with 0), ``edge_attr`` float32 [E, 4],
   ``edge_mask`` int8 [E]
 - ``phase`` float32 [P + 3]: one-hot current green, in-clearance flag, time in green / max green
-  (clipped to 1), min-green-reached flag
+  (clipped to 1), min-green-reached flag (the three flags are always the last three entries)
+- ``time_in_phase`` float32 [1]: seconds the current green has shown (0 during clearance)
 - ``lanes`` float32 [L, 3] per movement (incoming lane with its upstream lanes, outgoing lane with its
   downstream lanes), over the vehicles within the observation radius: halting vehicles, occupancy
-  (vehicles per 7.5 m of observed road), summed waiting time (s)
-- ``action_mask`` int8 [P]: 1 where the shield accepts that green now
+  (vehicles per 7.5 m of observed road), summed waiting time (s); ``lane_mask`` int8 [L]: real rows
+- ``action_mask`` int8 [P]: 1 where the shield accepts that green now (padded actions: 0)
 """
 
 from __future__ import annotations
@@ -53,19 +56,31 @@ def lane_capacity(light: LightTopology, obs_radius: float) -> np.ndarray:
     )
 
 
-def observation_space(light: LightTopology, max_nodes: int, max_edges: int) -> spaces.Dict:
-    p = light.program.n_greens
-    n_lanes = light.n_in + light.n_out
+def observation_space(
+    light: LightTopology,
+    max_nodes: int,
+    max_edges: int,
+    *,
+    n_phases: int | None = None,
+    n_lanes: int | None = None,
+) -> spaces.Dict:
+    """The light's observation space; ``n_phases`` / ``n_lanes`` pad (or cut, for lanes) its
+    ``phase`` / ``action_mask`` and ``lanes`` / ``lane_mask`` widths (default: its own)."""
+    p = light.program.n_greens if n_phases is None else n_phases
+    n_lanes = light.n_in + light.n_out if n_lanes is None else n_lanes
     inf = np.float32(np.inf)
     return spaces.Dict(
         {
             "nodes": spaces.Box(-inf, inf, (max_nodes, len(NODE_FEATURES)), np.float32),
             "node_mask": spaces.MultiBinary(max_nodes),
+            "movement": spaces.Box(-1, max(n_lanes - 1, 0), (max_nodes,), np.int64),
             "edge_index": spaces.Box(0, max_nodes - 1, (2, max_edges), np.int64),
             "edge_attr": spaces.Box(-inf, inf, (max_edges, len(EDGE_FEATURES)), np.float32),
             "edge_mask": spaces.MultiBinary(max_edges),
             "phase": spaces.Box(0.0, 1.0, (p + 3,), np.float32),
+            "time_in_phase": spaces.Box(0.0, inf, (1,), np.float32),
             "lanes": spaces.Box(0.0, inf, (n_lanes, len(LANE_FEATURES)), np.float32),
+            "lane_mask": spaces.MultiBinary(n_lanes),
             "action_mask": spaces.MultiBinary(p),
         }
     )
@@ -79,7 +94,8 @@ def phase_values(
     min_green: float,
     max_green: float,
 ) -> list[float]:
-    """The ``phase`` features as a list (the env converts all lights' lists at once)."""
+    """The ``phase`` features as a list (the env converts all lights' lists at once);
+    ``n_greens`` is the one-hot's width (the light's greens, or the padded width)."""
     f = [0.0] * (n_greens + 3)
     f[current] = 1.0
     f[-3] = float(in_clearance)
@@ -174,45 +190,55 @@ def split_lanes(count: np.ndarray, feats: np.ndarray, layout: LaneLayout) -> lis
 
 
 def light_slices(
-    lights: Sequence[LightTopology], lanes: LaneLayout
+    phase_widths: Sequence[int], lane_widths: Sequence[int]
 ) -> list[tuple[slice, slice, slice]]:
-    """Each light's (phase, lanes, action_mask) slice of the step's concatenated small arrays."""
-    out, phase, mask = [], 0, 0
-    for light, lane0, n_lanes in zip(lights, lanes.offsets, lanes.sizes, strict=True):
-        p = light.program.n_greens
+    """Each light's (phase, lanes, action_mask) slice of the step's concatenated small arrays, from
+    the per-light widths (P of the one-hot and mask, L of the lanes rows)."""
+    out, phase, lane, mask = [], 0, 0, 0
+    for p, n_lanes in zip(phase_widths, lane_widths, strict=True):
         out.append(
-            (slice(phase, phase + p + 3), slice(lane0, lane0 + n_lanes), slice(mask, mask + p))
+            (slice(phase, phase + p + 3), slice(lane, lane + n_lanes), slice(mask, mask + p))
         )
-        phase, mask = phase + p + 3, mask + p
+        phase, lane, mask = phase + p + 3, lane + n_lanes, mask + p
     return out
 
 
 def assemble_observations(
     batch: GraphBatch,
+    movement: np.ndarray,
     lane_feats: np.ndarray,
+    lane_mask: np.ndarray,
     phases: np.ndarray,
+    time_in_phase: np.ndarray,
     masks: np.ndarray,
     slices: Sequence[tuple[slice, slice, slice]],
 ) -> list[dict[str, np.ndarray]]:
     """Every light's observation dict: views of the step's batched arrays (fresh every step), the
-    graph arrays taken by iterating them (one C loop per key instead of an index per light)."""
+    graph arrays taken by iterating them (one C loop per key instead of an index per light).
+    ``movement`` is int64 [lights, N]; ``lane_feats`` / ``lane_mask`` are laid out by ``slices``
+    (padded rows included); ``time_in_phase`` is float32 [lights, 1]."""
     return [
         {
             "nodes": nodes,
             "node_mask": node_mask,
+            "movement": movement,
             "edge_index": edge_index,
             "edge_attr": edge_attr,
             "edge_mask": edge_mask,
             "phase": phases[sl[0]],
+            "time_in_phase": tip,
             "lanes": lane_feats[sl[1]],
+            "lane_mask": lane_mask[sl[1]],
             "action_mask": masks[sl[2]],
         }
-        for nodes, node_mask, edge_index, edge_attr, edge_mask, sl in zip(
+        for nodes, node_mask, movement, edge_index, edge_attr, edge_mask, tip, sl in zip(
             batch.nodes,
             batch.node_mask,
+            movement,
             batch.edge_index,
             batch.edge_attr,
             batch.edge_mask,
+            time_in_phase,
             slices,
             strict=True,
         )

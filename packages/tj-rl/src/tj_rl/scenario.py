@@ -175,6 +175,14 @@ class Scenario:
         """A copy with some fields changed (``scenario.replace(end=120)``)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
+    def with_routes(self, *route_files: str | Path) -> Scenario:
+        """The same net, lights and options with other traffic: ``route_files`` replace the
+        scenario's routes, a ``.sumocfg``'s own ``route-files`` included (``sumo_args`` passes
+        them with ``-r``, which overrides the file's value). Additional files are kept."""
+        if not route_files:
+            raise ScenarioError(f"Scenario {self.name}: with_routes needs one or more route files")
+        return self.replace(route_files=tuple(Path(p) for p in route_files))
+
     def sumo_args(self, *, seed: int | None = None) -> list[str]:
         """SUMO command-line options (without the binary) that load this scenario."""
         args: list[str] = []
