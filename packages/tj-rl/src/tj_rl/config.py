@@ -13,7 +13,7 @@ from typing import Any, Literal
 from tj_rl.backends import BackendName
 from tj_rl.features import GraphConfig
 
-__all__ = ["COST_NAMES", "EnvConfig", "KernelName", "ReaderName"]
+__all__ = ["COST_NAMES", "EnvConfig", "KernelName", "ReaderName", "split_env_config"]
 
 # How the step's features are computed: numpy, or ``numba_kernels`` (the same arrays bit for bit,
 # compiled; faster steps for numba's import in every env process). README "Feature kernels".
@@ -135,3 +135,14 @@ class EnvConfig:
     def padded(self) -> bool:
         """Whether the per-light arrays are padded to common sizes (see ``pad_to_scenario``)."""
         return self.pad_to_scenario or self.max_phases is not None or self.max_lanes is not None
+
+
+def split_env_config(config: Mapping[str, Any]) -> tuple[Any, EnvConfig]:
+    """RLlib passes one dict (``env_config``): ``scenario`` plus ``EnvConfig`` fields."""
+    data = dict(config)
+    scenario = data.pop("scenario", None)
+    known = set(EnvConfig.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"env_config: unknown key(s) {unknown}; known: scenario, {sorted(known)}")
+    return scenario, EnvConfig(**data)

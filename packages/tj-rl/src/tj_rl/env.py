@@ -28,18 +28,18 @@ import numpy as np
 from gymnasium import spaces
 
 from tj_rl.backends import make_backend
-from tj_rl.config import COST_NAMES, EnvConfig
-from tj_rl.costs import cost_matrix, safety_counts
+from tj_rl.config import COST_NAMES, EnvConfig, split_env_config
+from tj_rl.costs import cost_matrix
 from tj_rl.demand import pick_route
 from tj_rl.errors import ScenarioError, SumoDiedError
 from tj_rl.features import ROW_COLUMNS, VehicleFrame, VehicleGraph
-from tj_rl.graphs import graph_batch, split_graphs
+from tj_rl.graphs import split_graphs
+from tj_rl.kernels import step_kernels
 from tj_rl.metrics import EpisodeMetrics
 from tj_rl.native_reader import NativeVehicleReader, ReaderLight
 from tj_rl.observation import (
     LaneLayout,
     assemble_observations,
-    lane_batch,
     lane_capacity,
     phase_values,
 )
@@ -56,27 +56,6 @@ log = logging.getLogger(__name__)
 _EPS = 1e-6
 
 
-def _split_env_config(config: Mapping[str, Any]) -> tuple[Scenario | str | Path | None, EnvConfig]:
-    """RLlib passes one dict (``env_config``): ``scenario`` plus ``EnvConfig`` fields."""
-    data = dict(config)
-    scenario = data.pop("scenario", None)
-    known = set(EnvConfig.__dataclass_fields__)
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"env_config: unknown key(s) {unknown}; known: scenario, {sorted(known)}")
-    return scenario, EnvConfig(**data)
-
-
-def _kernels(name: str) -> tuple[Any, Any, Any]:
-    """The step's feature functions (graphs, lane aggregates, safety counts): numpy, or their
-    compiled twins (imported only when chosen: numba's import costs every process that loads it)."""
-    if name == "numba":
-        from tj_rl import numba_kernels as nk
-
-        return nk.graph_batch_numba, nk.lane_batch_numba, nk.safety_counts_numba
-    return graph_batch, lane_batch, safety_counts
-
-
 class TrafficSignalCore:
     """Multi-agent traffic-signal control on a SUMO ``Scenario`` (one agent per controlled light)."""
 
@@ -89,7 +68,7 @@ class TrafficSignalCore:
         scenario: Scenario | str | Path | None = None,
     ) -> None:
         if isinstance(config, Mapping):
-            from_cfg, config = _split_env_config(config)
+            from_cfg, config = split_env_config(config)
             scenario = scenario if scenario is not None else from_cfg
         self.config = config if config is not None else EnvConfig()
         if scenario is None:
@@ -131,7 +110,7 @@ class TrafficSignalCore:
         }
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
-        self._graph_batch, self._lane_batch, self._safety_counts = _kernels(cfg.kernel)
+        self._graph_batch, self._lane_batch, self._safety_counts = step_kernels(cfg.kernel)
         self._warm_kernels()
         self._reader = self._native_reader() if cfg.reader == "native" else None
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
