@@ -148,9 +148,11 @@ def test_local_session_starts_stops_and_caps_reach_ray(tmp_path: Path) -> None:
 def test_exception_inside_the_block_still_shuts_down(ray_tmp: Path) -> None:
     import ray
 
+    before = {p.pid for p in _ray_tree()}  # e.g. earlier tests' resource trackers: not Ray's
     session = RaySession(RaySessionConfig(num_cpus=1, budget=SMALL, temp_dir=ray_tmp))
     with pytest.raises(KeyboardInterrupt), session:  # what Ctrl-C raises in the driver
-        inside = _ray_tree()
+        inside = [p for p in _ray_tree() if p.pid not in before]
+        assert inside
         raise KeyboardInterrupt
     assert not ray.is_initialized() and _gone(inside) and session.result.left == ()
     with pytest.raises(RuntimeError, match="entered once"), session:
