@@ -373,14 +373,11 @@ def _leave_link(requested: Path, session_dir: Path) -> None:
     where symlinks are refused."""
     requested.mkdir(parents=True, exist_ok=True)
     for name in (session_dir.name, "session_latest"):
-        link = requested / name
-        tmp = requested / f".{name}.{os.getpid()}.tmp"
+        link = requested / name  # a pointer for people: no reader races it, so no atomic swap
         try:
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(session_dir, target_is_directory=True)
-            os.replace(tmp, link)
+            link.unlink(missing_ok=True)
+            link.symlink_to(session_dir, target_is_directory=True)
         except OSError:
-            tmp.unlink(missing_ok=True)
             (requested / f"{name}.location").write_text(f"{session_dir}\n")
 
 
