@@ -139,3 +139,23 @@ def episode_trace():
 @pytest.fixture(scope="session")
 def assert_identical():
     return _assert_identical
+
+
+@pytest.fixture
+def local_ray():
+    """A one-CPU local Ray for the RLlib tests, started and stopped by tj-rl's own
+    ``RaySession`` (Ray's uv hook off, session files in a short private dir, no stragglers)."""
+    import shutil
+    import tempfile
+
+    import ray
+
+    from tj_rl.ray_session import RaySession, RaySessionConfig
+
+    temp_dir = tempfile.mkdtemp(prefix="tjray")
+    config = RaySessionConfig(num_cpus=1, object_store_bytes=80 * 2**20, temp_dir=temp_dir)
+    try:
+        with RaySession(config):
+            yield ray
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)

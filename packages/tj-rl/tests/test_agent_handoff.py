@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -357,28 +356,6 @@ def test_city_net_needs_one_padded_space(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- from RLlib
-@pytest.fixture
-def local_ray(monkeypatch: pytest.MonkeyPatch):
-    """A one-CPU local Ray started and shut down here (as test_rllib_module's)."""
-    import ray
-
-    monkeypatch.setattr(ray._private.ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)
-    temp_dir = tempfile.mkdtemp(prefix="tjray")
-    ray.init(
-        num_cpus=1,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        object_store_memory=80 * 2**20,
-        _temp_dir=temp_dir,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_checkpoint_to_agent(local_ray, tmp_path: Path) -> None:

@@ -5,9 +5,7 @@ iteration on RLlib's new API stack with a Ray instance started and stopped by th
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -354,29 +352,6 @@ def test_spec_builds_with_rllibs_own_model_config_keys(spaces) -> None:
 
 
 # ---------------------------------------------------------------------- PPO
-@pytest.fixture
-def local_ray(monkeypatch: pytest.MonkeyPatch):
-    """A one-CPU-per-runner local Ray started and shut down here (as tj-dist's Ray test does:
-    Ray's uv hook off, session files in a short private dir)."""
-    import ray
-
-    monkeypatch.setattr(ray._private.ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", False)
-    temp_dir = tempfile.mkdtemp(prefix="tjray")
-    ray.init(
-        num_cpus=1,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        object_store_memory=80 * 2**20,
-        _temp_dir=temp_dir,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_one_ppo_iteration_with_the_graph_module(local_ray) -> None:
