@@ -36,6 +36,7 @@ from tj_models.losses import (
 )
 from tj_models.pooling import graph_pool, movement_aggregates, movement_pool
 from tj_models.schedule import HorizonSchedule
+from tj_models.served import ServedMovements
 from tj_models.shield import SafetyShield, ShieldedOutput, ShieldedPolicy, shield_cost_loss
 from tj_models.world_model import StepPrediction, WorldModel, WorldModelOutput
 
@@ -61,6 +62,7 @@ __all__ = [
     "RiskGNN",
     "RolloutConfig",
     "SafetyShield",
+    "ServedMovements",
     "ShieldConfig",
     "ShieldedOutput",
     "ShieldedPolicy",

@@ -144,8 +144,21 @@ class TrafficAgent(nn.Module):
     ) -> WorldModelOutput:
         return self.world_model(window, input_steps=input_steps, horizon=horizon)
 
-    def policy(self, graph: object, action_mask: Tensor | None = None) -> ControllerOutput:
-        return self.controller(self.encode(graph), action_mask)
+    def policy(
+        self,
+        graph: object,
+        action_mask: Tensor | None = None,
+        *,
+        phase_movements: Tensor | None = None,
+        movement_stats: Tensor | None = None,
+    ) -> ControllerOutput:
+        """Controller on the encoded graph (the two keyword inputs: ``Controller.forward``)."""
+        return self.controller(
+            self.encode(graph),
+            action_mask,
+            phase_movements=phase_movements,
+            movement_stats=movement_stats,
+        )
 
     def shielded_policy(self, threshold: float) -> ShieldedPolicy:
         """A ShieldedPolicy sharing this agent's controller and shield (no copy)."""

@@ -187,11 +187,19 @@ class ControllerConfig:
     delay_scale: float = 60.0  # s: waiting time is divided by this in the influence score
     speed_scale: float = 10.0  # m/s
     time_scale: float = 60.0  # s: time_in_phase is divided by this
+    # Phase competition: > 0 makes every phase token also read what its green serves (the
+    # caller's ``phase_movements`` [B, A, M] and per-movement statistics [B, M, movement_stats]);
+    # 0: tokens know only their index and the signal state (one intersection layout).
+    movement_stats: int = 0
     dropout: float = 0.0
     debug: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "hidden_dim", "heads", "num_layers", "ffn_mult", "value_hidden")
+        if not isinstance(self.movement_stats, int) or self.movement_stats < 0:
+            raise ValueError(
+                f"ControllerConfig.movement_stats must be an int >= 0, got {self.movement_stats!r}"
+            )
         _divisible(self, "hidden_dim", "heads")
         _positive_float(self, "delay_scale", "speed_scale", "time_scale")
         if not 0 < self.logit_cap <= 1000:

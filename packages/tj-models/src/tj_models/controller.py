@@ -6,6 +6,8 @@ time in phase). Tokens cross-attend over the vehicles of their intersection with
 influence of a vehicle is ``a * p(risk) + b * delay + softplus(mlp(h))`` with learned positive
 ``a, b`` (risk and delay contributions stay readable). Tokens then attend to each other. Outputs:
 one logit per action (soft-capped, masked by ``action_mask``), a value and a cost value (phase 3).
+With ``ControllerConfig.movement_stats > 0`` each token also reads what its green serves
+(``served.py``: phase competition), so one controller fits intersections of different layouts.
 
 Masking: a masked logit is set to ``MASK_FILL = -1e4``. Valid logits are soft-capped to
 ``(-cap, cap)`` with ``cap <= 1000``, so ``exp(MASK_FILL - max)`` underflows to exactly 0 in fp16,
@@ -26,6 +28,7 @@ from torch_geometric.utils import scatter, softmax
 from tj_models.config import ControllerConfig, GNNConfig
 from tj_models.gnn import GNNOutput
 from tj_models.graph import GraphInput, InvalidGraphError, check_finite
+from tj_models.served import ServedMovements
 
 __all__ = [
     "MASK_FILL",
@@ -149,6 +152,9 @@ class Controller(nn.Module):
         self.phase_embedding = nn.Embedding(max_actions + 1, d)  # row 0: no current phase
         self.time_proj = nn.Linear(2, d)
         self.current_flag = nn.Parameter(torch.zeros(d))
+        self.served = (
+            ServedMovements(d, config.movement_stats, max_actions) if config.movement_stats else None
+        )
         self.layers = nn.ModuleList(
             _TokenLayer(d, config.heads, config.ffn_mult, config.dropout)
             for _ in range(config.num_layers)
@@ -158,11 +164,20 @@ class Controller(nn.Module):
         self.value_head = _value_head(2 * d, config.value_hidden)
         self.cost_value_head = _value_head(2 * d, config.value_hidden)
 
-    def forward(self, encoded: GNNOutput, action_mask: Tensor | None = None) -> ControllerOutput:
+    def forward(
+        self,
+        encoded: GNNOutput,
+        action_mask: Tensor | None = None,
+        *,
+        phase_movements: Tensor | None = None,
+        movement_stats: Tensor | None = None,
+    ) -> ControllerOutput:
         """Policy over ``max_actions`` phases for every graph of ``encoded``.
 
         Reads ``phase`` and ``time_in_phase`` from the encoded batch; ``action_mask`` ``[B, <=A]``
         (bool) defaults to the first ``phase_count`` actions when the batch has ``phase_count``.
+        ``phase_movements`` [B, <=A, M] (signed) and ``movement_stats`` [B, M, k] are required
+        exactly when the config's ``movement_stats`` is k > 0 (``served.py``).
         """
         c, layout = self.config, self.gnn_config.layout
         g = encoded.graph
@@ -185,6 +200,20 @@ class Controller(nn.Module):
         state = self.phase_embedding(g.phase + 1) + self.time_proj(time_feats)  # type: ignore[operator]
         is_current = (torch.arange(a, device=mask.device)[None] == g.phase[:, None]).to(state.dtype)  # type: ignore[index]
         tokens = self.queries[None] + state[:, None] + is_current[..., None] * self.current_flag
+        if self.served is not None:
+            if phase_movements is None or movement_stats is None or g.movement is None:
+                raise InvalidGraphError(
+                    f"Controller(movement_stats={c.movement_stats}) needs `phase_movements`, "
+                    "`movement_stats` and the batch's per-vehicle `movement`"
+                )
+            tokens = tokens + self.served(
+                u, g.batch, g.movement, phase_movements, movement_stats
+            ).to(tokens.dtype)
+        elif phase_movements is not None or movement_stats is not None:
+            raise InvalidGraphError(
+                "Controller: phase_movements/movement_stats given but ControllerConfig."
+                "movement_stats is 0 (the controller would ignore them)"
+            )
         token_mask = mask | ~mask.any(-1, keepdim=True)  # a row with no valid action attends to all
         log_infl = influence.log()
         attention = u.new_zeros(u.shape[0], a)

@@ -139,8 +139,17 @@ class ShieldedPolicy(nn.Module):
             )
         self.controller, self.shield, self.threshold = controller, shield, float(threshold)
 
-    def forward(self, encoded: GNNOutput, action_mask: Tensor | None = None) -> ShieldedOutput:
-        out = self.controller(encoded, action_mask)
+    def forward(
+        self,
+        encoded: GNNOutput,
+        action_mask: Tensor | None = None,
+        *,
+        phase_movements: Tensor | None = None,
+        movement_stats: Tensor | None = None,
+    ) -> ShieldedOutput:
+        out = self.controller(
+            encoded, action_mask, phase_movements=phase_movements, movement_stats=movement_stats
+        )
         cost = self.shield(encoded)
         rule = resolve_action_mask(action_mask, encoded.graph, self.controller.max_actions)
         with torch.no_grad():
