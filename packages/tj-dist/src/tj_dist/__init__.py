@@ -27,7 +27,7 @@ from .environment import (
     is_wsl2,
     parse_drvfs_mounts,
 )
-from .launch import RankFailedError, free_port, launch_local
+from .launch import RankFailedError, die_with_parent, free_port, launch_local
 from .model_tools import apply_activation_checkpointing, freeze, trainable_parameters, unfreeze
 from .precision import Amp, AmpConfig, PrecisionChoice, choose_precision, enable_tf32
 from .process_group import (
@@ -72,6 +72,7 @@ __all__ = [
     "choose_precision",
     "cleanup",
     "detect_environment",
+    "die_with_parent",
     "enable_tf32",
     "free_port",
     "freeze",

@@ -39,7 +39,7 @@ import torch
 
 from .process_group import BACKENDS, DEFAULT_TIMEOUT, cleanup, init_distributed
 
-__all__ = ["RankFailedError", "free_port", "launch_local"]
+__all__ = ["RankFailedError", "die_with_parent", "free_port", "launch_local"]
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _child(
     conn: Connection,
     parent: int,
 ) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -114,12 +114,13 @@ def _child(
     cleanup(info)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: SIGTERM this rank when the launcher dies (even by SIGKILL), so no rank trains on
-    as an orphan; exit at once if the launcher is already gone."""
+def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> None:
+    """Linux: ``sig`` to this process when its parent ``parent`` dies (even by SIGKILL), so no
+    rank or worker runs on as an orphan; exit at once if that parent is already gone. Call it
+    first thing in a child process (a rank here; tj-hybrid's isolated phase child)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
