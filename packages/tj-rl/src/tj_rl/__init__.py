@@ -41,6 +41,11 @@ __version__ = _metadata.version("tj-rl")  # one source of truth: pyproject.toml
 # so env, recording and evaluation processes never pay for them. ``AgentPolicy`` and
 # ``export_agent`` load torch and tj-models but never Ray.
 _LAZY = {
+    "LaneMLPConfig": "tj_rl.rllib_mlp",
+    "LaneMLPModule": "tj_rl.rllib_mlp",
+    "lane_mlp_spec": "tj_rl.rllib_mlp",
+    "ModulePolicy": "tj_rl.module_policy",
+    "load_module": "tj_rl.module_policy",
     "AgentPolicy": "tj_rl.agent_policy",
     "export_agent": "tj_rl.agent_io",
     "TrafficSignalEnv": "tj_rl.rllib",
@@ -50,6 +55,8 @@ _LAZY = {
     "shared_module_spec": "tj_rl.rllib_module",
     "shared_policy_mapping": "tj_rl.rllib_module",
     "RaySession": "tj_rl.ray_session",
+    "LocalCluster": "tj_rl.ray_cluster",
+    "TrafficCallbacks": "tj_rl.rllib_callbacks",
 }
 
 
@@ -86,10 +93,14 @@ __all__ = [
     "GraphModuleConfig",
     "GreedyPolicy",
     "HeldOutTable",
+    "LaneMLPConfig",
+    "LaneMLPModule",
     "LibsumoBackend",
     "LibsumoBusyError",
+    "LocalCluster",
     "MaxPressurePolicy",
     "MetricsTable",
+    "ModulePolicy",
     "NativeReaderError",
     "ParallelTrafficEnv",
     "PhaseProgram",
@@ -108,6 +119,7 @@ __all__ = [
     "SumoStartError",
     "SyntheticSpec",
     "TraciBackend",
+    "TrafficCallbacks",
     "TrafficRLModule",
     "TrafficSignalCore",
     "TrafficSignalEnv",
@@ -124,6 +136,8 @@ __all__ = [
     "export_agent",
     "generate_demand",
     "graph_module_spec",
+    "lane_mlp_spec",
+    "load_module",
     "make_backend",
     "make_policy",
     "record_dataset",

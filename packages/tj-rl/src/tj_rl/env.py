@@ -373,6 +373,7 @@ class TrafficSignalCore:
             np.array(tips, np.float32).reshape(-1, 1),
             np.array(masks, np.int8),
             layout.slices,
+            layout.phase_lanes,
         )
         out = {}
         for (agent, light), o, graph, lanes in zip(

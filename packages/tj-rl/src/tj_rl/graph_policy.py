@@ -39,7 +39,7 @@ def check_spaces(
         raise ValueError(f"{who} needs tj-rl's Dict observation space, got {observation_space}")
     missing = [k for k in OBSERVATION_KEYS if k not in observation_space.spaces]
     if missing:
-        raise ValueError(f"{who}: observation space lacks {missing} (tj-rl >= 0.5 observations)")
+        raise ValueError(f"{who}: observation space lacks {missing} (tj-rl >= 0.6 observations)")
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ValueError(f"{who} needs a Discrete action space, got {action_space}")
     n_actions = int(action_space.n)
@@ -84,9 +84,19 @@ def graph_policy(
 ) -> ControllerOutput:
     """Encoder + controller on a batch of padded observations (tensors with a leading batch
     axis); ``action_mask`` (any integer dtype, read as bool) masks the logits. A frozen encoder
-    runs under ``no_grad``."""
+    runs under ``no_grad``. A controller with ``movement_stats`` > 0 also reads ``phase_lanes``
+    and the ``lanes`` rows (``lane_mask`` honoured)."""
     graph = graph_input(gnn, obs, validate=validate)
     no_grad = torch.no_grad() if frozen_gnn else contextlib.nullcontext()
     with no_grad:
         encoded = gnn(graph)
-    return controller(encoded, obs["action_mask"].bool())
+    if not controller.config.movement_stats:
+        return controller(encoded, obs["action_mask"].bool())
+    # phase competition: each green's token reads the lanes it serves (``phase_lanes``)
+    lanes = obs["lanes"].float() * obs["lane_mask"].unsqueeze(-1).float()
+    return controller(
+        encoded,
+        obs["action_mask"].bool(),
+        phase_movements=obs["phase_lanes"].float(),
+        movement_stats=lanes,
+    )

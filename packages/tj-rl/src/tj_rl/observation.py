@@ -15,6 +15,9 @@ outgoing lanes; with ``EnvConfig`` padding P and L are the scenario's maxima, ``
 - ``lanes`` float32 [L, 3] per movement (incoming lane with its upstream lanes, outgoing lane with its
   downstream lanes), over the vehicles within the observation radius: halting vehicles, occupancy
   (vehicles per 7.5 m of observed road), summed waiting time (s); ``lane_mask`` int8 [L]: real rows
+- ``phase_lanes`` int8 [P, L] (static): +1 on the incoming ``lanes`` rows green P serves, -1 on
+  the outgoing rows its links feed, 0 elsewhere (padded rows and actions: 0). What a green does to
+  which movements differs between lights; a policy shared by several lights reads it here.
 - ``action_mask`` int8 [P]: 1 where the shield accepts that green now (padded actions: 0)
 """
 
@@ -81,6 +84,7 @@ def observation_space(
             "time_in_phase": spaces.Box(0.0, inf, (1,), np.float32),
             "lanes": spaces.Box(0.0, inf, (n_lanes, len(LANE_FEATURES)), np.float32),
             "lane_mask": spaces.MultiBinary(n_lanes),
+            "phase_lanes": spaces.Box(-1, 1, (p, n_lanes), np.int8),
             "action_mask": spaces.MultiBinary(p),
         }
     )
@@ -212,11 +216,13 @@ def assemble_observations(
     time_in_phase: np.ndarray,
     masks: np.ndarray,
     slices: Sequence[tuple[slice, slice, slice]],
+    phase_lanes: Sequence[np.ndarray],
 ) -> list[dict[str, np.ndarray]]:
     """Every light's observation dict: views of the step's batched arrays (fresh every step), the
     graph arrays taken by iterating them (one C loop per key instead of an index per light).
     ``movement`` is int64 [lights, N]; ``lane_feats`` / ``lane_mask`` are laid out by ``slices``
-    (padded rows included); ``time_in_phase`` is float32 [lights, 1]."""
+    (padded rows included); ``time_in_phase`` is float32 [lights, 1]; ``phase_lanes`` are the
+    lights' static [P, L] arrays (copied: an observation never aliases the env's state)."""
     return [
         {
             "nodes": nodes,
@@ -229,9 +235,10 @@ def assemble_observations(
             "time_in_phase": tip,
             "lanes": lane_feats[sl[1]],
             "lane_mask": lane_mask[sl[1]],
+            "phase_lanes": pl.copy(),
             "action_mask": masks[sl[2]],
         }
-        for nodes, node_mask, movement, edge_index, edge_attr, edge_mask, tip, sl in zip(
+        for nodes, node_mask, movement, edge_index, edge_attr, edge_mask, tip, sl, pl in zip(
             batch.nodes,
             batch.node_mask,
             movement,
@@ -240,6 +247,7 @@ def assemble_observations(
             batch.edge_mask,
             time_in_phase,
             slices,
+            phase_lanes,
             strict=True,
         )
     ]

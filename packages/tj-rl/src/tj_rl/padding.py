@@ -50,6 +50,7 @@ class ObservationLayout:
     lane_src: np.ndarray  # intp: rows of the unpadded lane array that are kept ...
     lane_dst: np.ndarray  # intp: ... and where they go in the padded one
     lane_mask: np.ndarray  # int8 [sum(lanes)]: template of the per-step lane_mask
+    phase_lanes: tuple[np.ndarray, ...]  # int8 [P, L] per light: its static ``phase_lanes``
 
     @classmethod
     def of(cls, lights: Sequence[LightTopology], config: EnvConfig) -> ObservationLayout:
@@ -83,6 +84,12 @@ class ObservationLayout:
         )
         lane_mask = np.zeros(sum(lanes), np.int8)
         lane_mask[lane_dst] = 1
+        phase_lanes = []
+        for lt, p_w, l_w in zip(lights, phases, lanes, strict=True):
+            own_pl = lt.phase_lanes()[:, :l_w]  # rows beyond the width are dropped, as in lanes
+            pl = np.zeros((p_w, l_w), np.int8)
+            pl[: own_pl.shape[0], : own_pl.shape[1]] = own_pl
+            phase_lanes.append(pl)
         return cls(
             phases=tuple(phases),
             lanes=tuple(lanes),
@@ -92,6 +99,7 @@ class ObservationLayout:
             lane_src=lane_src,
             lane_dst=lane_dst,
             lane_mask=lane_mask,
+            phase_lanes=tuple(phase_lanes),
         )
 
     @property

@@ -385,10 +385,12 @@ def _refresh_token_auth(*, attach: bool) -> None:
     """Drop Ray's cached auth token, and when attaching send it if there is one.
 
     Ray caches the token per process: a long-lived driver (phase 1, then phase 2) would keep a
-    stale one (e.g. a cluster's ``RAY_AUTH_TOKEN`` that is gone from the environment). Ray >= 2.5x enables token auth for a cluster found automatically but not for an
-    explicit address, so a cluster that ``ray start`` set up with a token refuses such a driver;
-    with ``RAY_AUTH_MODE`` unset the token (``RAY_AUTH_TOKEN`` or Ray's token file) is sent when
-    there is one (clusters without auth accept it too).
+    stale one (e.g. a cluster's ``RAY_AUTH_TOKEN`` that is gone from the environment). Ray >= 2.5x
+    enables token auth for a cluster found automatically but not for an explicit address, so a
+    cluster that ``ray start`` set up with a token refuses such a driver; with ``RAY_AUTH_MODE``
+    unset the token (``RAY_AUTH_TOKEN`` or Ray's token file) is sent when there is one (clusters
+    without auth accept it too); with it set (the standard variable, also when set after Ray's
+    import) Ray's cached config re-reads it.
     """
     try:
         from ray._private.authentication.authentication_token_setup import (
@@ -399,4 +401,11 @@ def _refresh_token_auth(*, attach: bool) -> None:
         return
     AuthenticationTokenLoader.instance().reset_cache()
     if attach:
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        if os.environ.get("RAY_AUTH_MODE") is not None:
+            # set after Ray was imported: Ray's cached config must re-read it (what Ray's own
+            # _enable_token_auth does), else the token is not sent and the cluster refuses us
+            from ray._raylet import Config
+
+            Config.initialize("")
+        else:
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)

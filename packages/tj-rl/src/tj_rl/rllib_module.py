@@ -41,6 +41,7 @@ from tj_models import (
     config_to_dict,
 )
 from tj_rl.graph_policy import check_features, check_spaces, graph_input, graph_policy
+from tj_rl.observation import LANE_FEATURES
 
 __all__ = [
     "COST_VF_PREDS",
@@ -70,6 +71,9 @@ class GraphModuleConfig:
     agent directory (phase 1's export) whose GNN weights and configuration are loaded; None: random
     init. ``controller``: the controller's configuration (None: the agent's, else the preset's).
     ``validate``: run tj-models' full input checks on every unpadded batch (one device sync).
+    ``phase_inputs``: the controller's phase tokens read what each green serves (``phase_lanes``
+    and the ``lanes`` rows: tj-models' ``ServedMovements``); needed to share one policy between
+    lights whose greens serve different lanes, and what lets it learn fast on one light.
     """
 
     preset: str = "tiny"
@@ -77,8 +81,11 @@ class GraphModuleConfig:
     agent_dir: str | None = None
     controller: ControllerConfig | None = None
     validate: bool = False
+    phase_inputs: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.phase_inputs, bool):
+            raise ValueError(f"GraphModuleConfig.phase_inputs: {self.phase_inputs!r}, expected a bool")
         if self.preset not in PRESETS:
             raise ValueError(
                 f"GraphModuleConfig.preset: {self.preset!r}, expected one of {PRESETS}"
@@ -144,9 +151,12 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
             gnn = RiskGNN(gnn_cfg)
         check_features(gnn.config, self.observation_space, "TrafficRLModule")
         self.gnn = gnn
-        self.controller = Controller(
-            cfg.controller or base.controller, gnn=gnn.config, max_actions=n_actions
-        )
+        controller = cfg.controller or base.controller
+        if cfg.phase_inputs and not controller.movement_stats:
+            controller = replace(controller, movement_stats=len(LANE_FEATURES))
+        elif not cfg.phase_inputs:
+            controller = replace(controller, movement_stats=0)
+        self.controller = Controller(controller, gnn=gnn.config, max_actions=n_actions)
         self.frozen_gnn = cfg.gnn == "frozen"
         if self.frozen_gnn:
             self.gnn.requires_grad_(False)

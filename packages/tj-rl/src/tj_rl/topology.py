@@ -69,6 +69,16 @@ class LightTopology:
                 m[self.green_links[:, k], idx_in[a], idx_out[b]] = True
         return m
 
+    def phase_lanes(self) -> np.ndarray:
+        """int8 [n_greens, n_in + n_out] in the ``lanes`` row order: +1 on the incoming lanes a
+        green serves, -1 on the outgoing lanes its green links feed, 0 elsewhere (so the
+        product with lane counts is that green's pressure)."""
+        moves = self.phase_movements()
+        out = np.zeros((self.program.n_greens, self.n_in + self.n_out), np.int8)
+        out[:, : self.n_in] = moves.any(axis=2)
+        out[:, self.n_in :] = -moves.any(axis=1).astype(np.int8)
+        return out
+
 
 @dataclass(frozen=True, kw_only=True)
 class NetTopology:

@@ -23,7 +23,7 @@ from tj_models import GraphInput
 
 __all__ = ["OBSERVATION_KEYS", "unpad_observations"]
 
-# the observation keys the graph module reads (``observation.py``)
+# the observation keys the graph module reads (``observation.py``; the last three: phase competition)
 OBSERVATION_KEYS: tuple[str, ...] = (
     "nodes",
     "node_mask",
@@ -34,6 +34,9 @@ OBSERVATION_KEYS: tuple[str, ...] = (
     "phase",
     "time_in_phase",
     "action_mask",
+    "lanes",
+    "lane_mask",
+    "phase_lanes",
 )
 
 
