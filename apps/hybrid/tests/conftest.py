@@ -12,8 +12,11 @@ import pytest
 APP = Path(__file__).resolve().parents[1]
 
 # A small but real phase-1 run: the embedded SUMO scenario, 5 minutes per episode, tiny model,
-# 2 gloo ranks. Shared by the end-to-end tests through `small_args`.
+# 2 gloo ranks. Shared by the end-to-end tests through `small_args` (phase 1 only: a test that
+# wants more passes a later `--phase`, which wins).
 SMALL = [
+    "--phase",
+    "1",
     "--profile",
     "smoke",
     "--set",
@@ -31,6 +34,16 @@ SMALL = [
     "--set",
     "phase1.eval_batches=5",
 ]
+
+
+# A tiny but real phase 2 after SMALL's phase 1: 2 PPO iterations on 5-minute episodes.
+TINY_PHASE2 = [
+    "--set", "phase2.iterations=2", "--set", "phase2.checkpoint_every=1",
+    "--set", "phase2.episode_seconds=300", "--set", "phase2.ppo.train_batch=120",
+    "--set", "phase2.ppo.minibatch=60", "--set", "phase2.ppo.epochs=2",
+    "--set", "phase2.demand.train_seeds=2", "--set", "phase2.demand.rates=[600,1200]",
+    "--set", "phase2.demand.heldout_seeds=[101]", "--set", "phase2.eval.sumo_seeds=[9]",
+]  # fmt: skip
 
 
 def run_app(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -78,3 +91,8 @@ def run() -> object:
 @pytest.fixture
 def small_args(small_data: Path, tmp_path: Path) -> list[str]:
     return [*SMALL, "--set", f"phase1.data.path={small_data}", "--set", f"run.root={tmp_path / 'runs'}"]
+
+
+@pytest.fixture
+def tiny_phase2() -> list[str]:
+    return list(TINY_PHASE2)

@@ -47,11 +47,19 @@ REGISTRY: tuple[PhaseSpec, ...] = (
         trains=1,
         module="tj_hybrid.phase1.phase",
     ),
+    PhaseSpec(
+        name="2",
+        title="safe RL with Ray RLlib PPO in SUMO",
+        section="phase2",
+        folder="phase2",
+        starts_from="1",
+        trains=2,
+        module="tj_hybrid.phase2.phase",
+    ),
 )
 
 # Phases announced but not built yet: refused with this description.
 PLANNED: dict[str, str] = {
-    "2": "safe RL with Ray RLlib PPO in SUMO",
     "3": "constrained optimisation (PPO-Lagrangian with DDP)",
 }
 

@@ -11,7 +11,13 @@ from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.phases import PhaseSpec
 from tj_hybrid.run_dir import RunDir
 
-__all__ = ["check_readable_file", "check_scenario", "check_writable_dir", "preflight"]
+__all__ = [
+    "check_controllable_lights",
+    "check_readable_file",
+    "check_scenario",
+    "check_writable_dir",
+    "preflight",
+]
 
 
 def check_writable_dir(path: Path, what: str) -> None:
@@ -45,6 +51,20 @@ def check_scenario(config: HybridConfig) -> None:
         Scenario.from_sumocfg(path)
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path: {exc}") from None
+
+
+def check_controllable_lights(config: HybridConfig) -> None:
+    """The scenario's net has at least one light the env can control (read from the net file:
+    no SUMO, no Ray); the error names the file."""
+    from tj_rl import Scenario, ScenarioError
+    from tj_rl.topology import read_topology
+
+    env = config.scenario.env
+    try:
+        read_topology(Scenario.from_sumocfg(config.scenario.path), yellow_time=env.yellow_time,
+                      all_red_time=env.all_red_time, reach=env.obs_radius + 50.0)  # fmt: skip
+    except ScenarioError as exc:
+        raise ConfigError(f"scenario.path {config.scenario.path}: {exc}") from None
 
 
 def preflight(config: HybridConfig, specs: Sequence[PhaseSpec], run_dir: RunDir, *,

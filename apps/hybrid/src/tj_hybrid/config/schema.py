@@ -1,7 +1,7 @@
 """The trainer's configuration tree: what ``configs/hybrid.yaml`` may contain.
 
 Shared sections (``run``, ``scenario``, ``model``, ``dist``, ``amp``, ``monitor``, ``memory``)
-live in ``sections.py``; each phase has one section of its own (``phase1``). ``MOVED`` names
+live in ``sections.py``; each phase has one section of its own (``phase1``, ``phase2``). ``MOVED`` names
 keys of earlier versions, so an old config fails with where the key lives now.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tj_hybrid.config.phase1 import Phase1Section
+from tj_hybrid.config.phase2 import Phase2Section
 from tj_hybrid.config.sections import (
     AmpSection,
     DistSection,
@@ -46,3 +47,4 @@ class HybridConfig:
     monitor: MonitorSection = field(default_factory=MonitorSection)
     memory: MemorySection = field(default_factory=MemorySection)
     phase1: Phase1Section = field(default_factory=Phase1Section)
+    phase2: Phase2Section = field(default_factory=Phase2Section)

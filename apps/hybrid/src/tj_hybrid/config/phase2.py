@@ -1,0 +1,97 @@
+"""The ``phase2`` section: safe RL with Ray RLlib PPO on the vehicle graph, behind the shield."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tj_hybrid.config.sections import positive
+
+__all__ = ["DemandSection", "EvalSection", "PPOSection", "Phase2Section"]
+
+
+@dataclass(kw_only=True)
+class PPOSection:
+    """PPO on RLlib's new API stack. Defaults that learn here (RLlib's own do not: lr 5e-5,
+    30 epochs, lambda 1.0). The controller's value and policy heads share its tokens and RLlib
+    clips the global gradient norm: with ``grad_clip`` 0.5 the critic's gradient used the whole
+    norm and the policy did not move (KL ~1e-4 per iteration); 10 lets both learn."""
+
+    lr: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    vf_clip: float = 100.0
+    vf_coeff: float = 0.5
+    entropy: float = 0.01
+    epochs: int = 4
+    minibatch: int = 128
+    train_batch: int = 1024  # agent decisions per iteration (train_batch_size_per_learner)
+    grad_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        positive(self, "lr", "clip", "vf_clip", "epochs", "minibatch", "train_batch")
+        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError("need 0 < gamma <= 1 and 0 <= gae_lambda <= 1")
+        if self.minibatch > self.train_batch:
+            raise ValueError(f"minibatch={self.minibatch} exceeds train_batch={self.train_batch}")
+
+
+@dataclass(kw_only=True)
+class DemandSection:
+    """Training traffic: a pool of route files (randomTrips) over seeds x rates; evaluation
+    traffic: route seeds never trained on (``heldout_seeds``) and SUMO seeds never used."""
+
+    rates: list[float] = field(default_factory=lambda: [600.0, 900.0, 1200.0])  # veh/h levels
+    train_seeds: int = 8  # route seeds 1..n
+    heldout_seeds: list[int] = field(default_factory=lambda: [10_001, 10_002])
+    heavy_factor: float = 1.3  # one held-out set this much heavier
+
+    def __post_init__(self) -> None:
+        positive(self, "train_seeds", "heavy_factor")
+        if not self.rates or min(self.rates) <= 0:
+            raise ValueError(f"rates must be positive, got {self.rates}")
+        if set(self.heldout_seeds) & set(range(1, self.train_seeds + 1)):
+            raise ValueError("heldout_seeds overlap the training route seeds 1..train_seeds")
+
+
+@dataclass(kw_only=True)
+class EvalSection:
+    """Held-out evaluation: the trained policy and tj-rl's baselines, same protocol."""
+
+    sumo_seeds: list[int] = field(default_factory=lambda: [90_001, 90_002])
+    baselines: list[Literal["fixed-time", "max-pressure", "greedy"]] = field(
+        default_factory=lambda: ["fixed-time", "max-pressure", "greedy"]
+    )
+
+    def __post_init__(self) -> None:
+        if not self.sumo_seeds:
+            raise ValueError("sumo_seeds: at least one")
+
+
+@dataclass(kw_only=True)
+class Phase2Section:
+    """Safe RL: PPO trains the controller (GNN frozen per the seeds unless ``gnn`` says not)."""
+
+    iterations: int = 60
+    episode_seconds: float = 900.0
+    env_runners: int | None = None  # None: from the CPUs and the memory budget
+    reward: Literal["queue", "pressure", "diff-waiting-time", "delay"] = "queue"
+    reward_scale: float = 0.02  # returns of a few units: a critic fits them fast
+    gnn: Literal["frozen", "finetune", "random"] = "frozen"
+    # graph: the vehicle-graph policy (exported as a tj-models agent, phase 3's input);
+    # lane-mlp: the benchmark's baseline, an MLP on lanes + phase (its RLModule is the export)
+    policy: Literal["graph", "lane-mlp"] = "graph"
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 2
+    ray_address: str | None = None  # attach to an existing Ray cluster instead of starting one
+    ppo: PPOSection = field(default_factory=PPOSection)
+    demand: DemandSection = field(default_factory=DemandSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+
+    def __post_init__(self) -> None:
+        positive(self, "iterations", "episode_seconds", "reward_scale", "checkpoint_every")
+        if self.env_runners is not None and self.env_runners < 0:
+            raise ValueError(f"env_runners must be >= 0, got {self.env_runners}")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")

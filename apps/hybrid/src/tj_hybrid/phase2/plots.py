@@ -1,0 +1,61 @@
+"""Phase 2's pictures: the learning curve (episode return, entropy, KL, env steps/s per
+iteration) and, per held-out set, each policy's average delay with its spread over episodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot_heldout", "plot_learning"]
+
+
+def _figure() -> Any:
+    from matplotlib.figure import Figure  # tj-monitor[report]: a dependency of the app
+
+    return Figure
+
+
+def plot_learning(metrics_jsonl: Path, out: Path) -> Path | None:
+    """``learning.png``: return, entropy, KL and env steps/s against the iteration."""
+    rows = [json.loads(x) for x in metrics_jsonl.read_text().splitlines() if x.strip()]
+    panels = [("episode/return_mean", "episode return (training traffic)"),
+              ("train/entropy", "policy entropy"), ("train/mean_kl", "KL per iteration"),
+              ("env_steps_per_s", "env steps / s")]  # fmt: skip
+    panels = [(k, t) for k, t in panels if any(isinstance(r.get(k), (int, float)) for r in rows)]
+    if not panels:
+        return None
+    fig = _figure()(figsize=(10, 2.6 * ((len(panels) + 1) // 2)))
+    axes = fig.subplots((len(panels) + 1) // 2, 2, squeeze=False).ravel()
+    for ax, (key, title) in zip(axes, panels, strict=False):
+        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if len(pts) < 40 else None)
+        ax.set_title(title)
+        ax.set_xlabel("PPO iteration")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def plot_heldout(evaluation: dict[str, Any], out: Path, metric: str = "avg_delay") -> Path:
+    """``heldout.png``: per held-out set, each policy's mean ``metric`` with min-max whiskers."""
+    labels = list(evaluation)
+    fig = _figure()(figsize=(5 * len(labels), 3.8))
+    axes = fig.subplots(1, len(labels), squeeze=False)[0]
+    for ax, label in zip(axes, labels, strict=True):
+        summary = evaluation[label]["summary"]
+        names = list(summary)
+        mean = [summary[p][metric]["mean"] for p in names]
+        low = [m - summary[p][metric]["min"] for p, m in zip(names, mean, strict=True)]
+        high = [summary[p][metric]["max"] - m for p, m in zip(names, mean, strict=True)]
+        colors = ["tab:green" if p == "phase2" else "tab:gray" for p in names]
+        ax.bar(names, mean, yerr=[low, high], color=colors, capsize=4)
+        ax.set_title(label.replace("_", " "))
+        ax.set_ylabel(f"{metric} (s)" if "delay" in metric or "time" in metric else metric)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out

@@ -1,0 +1,55 @@
+"""Phase 2's sizing and config checks (no SUMO, no Ray)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tj_hybrid.config import ConfigError, load_config
+from tj_hybrid.phase2.setup import DRIVER_PSS, RUNNER_PSS, env_runner_count
+
+GIB = 2**30
+
+
+def test_env_runners_as_asked_else_from_cpus_and_memory() -> None:
+    assert env_runner_count(3, cpus=32, budget=1) == 3  # asked: as asked
+    assert env_runner_count(None, cpus=2) == 0  # the driver samples on a 2-core machine
+    assert env_runner_count(None, cpus=32) == 30
+    # the reference machine: 32 threads, 16 GB, budget 0.6: memory, not CPUs, is the limit
+    n = env_runner_count(None, cpus=32, budget=int(0.6 * 16 * GIB))
+    assert n == (int(0.6 * 16 * GIB) - DRIVER_PSS) // RUNNER_PSS and 0 < n < 30
+    assert env_runner_count(None, cpus=32, budget=DRIVER_PSS // 2) == 0
+    assert env_runner_count(None, cpus=4, budget=64 * GIB) == 2
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("phase2.ppo.minibatch=4096", "exceeds train_batch"),
+    ("phase2.demand.heldout_seeds=[1]", "overlap the training route seeds"),
+    ("phase2.policy=transformer", "phase2.policy"),
+    ("phase2.env_runners=-1", "env_runners must be >= 0"),
+])  # fmt: skip
+def test_bad_phase2_config_is_refused_with_its_path(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(profile="smoke", overrides=[override])
+
+
+def test_a_module_trained_without_a_phase1_agent_exports_and_loads(tmp_path) -> None:
+    """``phase2.gnn: random``: the module's GNN embeds the env's 20 lane rows, not the preset's
+    16; the exported agent takes the module's GNN and controller configs and loads."""
+    from pathlib import Path
+
+    from tj_hybrid.phase2.train import fresh_agent_config
+    from tj_models import TrafficAgent
+    from tj_rl import EnvConfig, Scenario, TrafficSignalCore, export_agent, graph_module_spec
+    from tj_rl.rllib_module import GraphModuleConfig
+
+    root = Path(__file__).resolve().parents[3]
+    scenario = Scenario.from_sumocfg(root / "configs/scenarios/default/default.sumocfg")
+    env = TrafficSignalCore(EnvConfig(pad_to_scenario=True), scenario=scenario)
+    obs_space, act_space = env.observation_spaces["A0"], env.action_spaces["A0"]
+    module = graph_module_spec(GraphModuleConfig(preset="tiny"), observation_space=obs_space,
+                               action_space=act_space).build()  # fmt: skip
+    assert module.gnn.config.num_movements == 20
+    out = export_agent(module, fresh_agent_config(module, "tiny"), tmp_path / "agent")
+    agent = TrafficAgent.load(out)
+    assert agent.config.gnn == module.gnn.config
+    assert agent.config.controller == module.controller.config
