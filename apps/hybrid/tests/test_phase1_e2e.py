@@ -173,6 +173,8 @@ def test_phase1_from_seed_json_chunks(small_data: Path, tmp_path: Path, run: Any
     n = _export_seed_json([small_data / "train", small_data / "holdout"], src)
     data = tmp_path / "imported"
     out = run(
+        "--phase",
+        "1",
         "--profile",
         "smoke",
         "--set",
@@ -200,6 +202,8 @@ def test_phase1_from_seed_json_chunks(small_data: Path, tmp_path: Path, run: Any
     del bad[3]["nodes"][0]["y_next"]
     (src / "phase1" / "chunks" / "chunk_000.json").write_text(json.dumps(bad))
     out = run(
+        "--phase",
+        "1",
         "--profile",
         "smoke",
         "--set",

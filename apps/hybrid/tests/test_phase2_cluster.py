@@ -14,6 +14,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(1500)  # phases 1 and 2 (twice): a loaded CI host is slow
 def test_phase_2_runs_on_a_two_node_cluster(
     small_args: list[str], tiny_phase2: list[str], tmp_path: Path, app: Path
 ) -> None:

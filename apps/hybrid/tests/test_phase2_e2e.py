@@ -25,6 +25,7 @@ def _ray_processes(run_dir: Path) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(1500)  # phases 1 and 2 (twice): a loaded CI host is slow
 def test_phases_1_and_2_then_resume_repeats_nothing(
     small_args: list[str], tiny_phase2: list[str], tmp_path: Path, run: Any
 ) -> None:

@@ -37,6 +37,7 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return out
 
 
+@pytest.mark.timeout(1500)  # phases 1 and 2 (twice): a loaded CI host is slow
 def test_ctrl_c_in_phase_2_stops_ray_and_sumo_and_resume_continues(
     small_args: list[str], tiny_phase2: list[str], tmp_path: Path, app: Path, run: Any
 ) -> None:

@@ -28,7 +28,7 @@ from tj_rl.rllib_module import (
 
 pytestmark = pytest.mark.slow
 
-_DEADLINE_S = 120.0  # generous: restarts on a loaded 2-core machine
+_DEADLINE_S = 400.0  # generous: restarts import torch + RLlib; a loaded 2-core CI host is slow
 
 
 def _ppo(env, env_config: dict, *, runners: int, cpus_per_runner: float = 0):
@@ -102,7 +102,7 @@ def _gone(proc: psutil.Process) -> bool:
 
 
 # ---------------------------------------------------------------------- a. SIGKILL of runners
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_sigkilled_env_runners_restart_and_leave_no_sumo(local_ray, tmp_path: Path) -> None:
     """Two env runners, runner 1 on libsumo (SUMO inside the runner), runner 2 on traci (a SUMO
     child process). After one iteration both runner processes are SIGKILLed: Ray restarts them,
@@ -179,7 +179,7 @@ def _bad_routes(out: Path) -> Path:
     return path
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(900)
 def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(local_ray, tmp_path: Path) -> None:
     """The env's demand pool holds one bad file among 16, drawn second by its stream (RLlib's env
     checker may use the first reset): that episode dies mid-run, the others are fine. Two
@@ -234,7 +234,7 @@ def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(local_ray, tmp_pat
 
 
 # ---------------------------------------------------------------------- c. two-node cluster
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_two_node_local_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``LocalCluster``: ``ray start --head`` plus a second ``ray start --address=...`` on this
     machine (one CPU each, token auth on with a token of its own), a ``RaySession`` that attaches,
