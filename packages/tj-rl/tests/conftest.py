@@ -159,3 +159,23 @@ def local_ray():
             yield ray
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _late_bad_route(out: Path) -> Path:
+    """A route file with three good vehicles and one whose route SUMO rejects only when it loads
+    it (t~60-80 s): SUMO dies mid-episode, not at start."""
+    edges = "top0A0 top0A0.100.00 A0right0"
+    good = "".join(
+        f'<vehicle id="ok{t}" depart="{t}"><route edges="{edges}"/></vehicle>' for t in (0, 20, 40)
+    )
+    path = out / "late.rou.xml"
+    path.write_text(
+        f'<routes>{good}<vehicle id="late" depart="80"><route edges="no_such_edge"/></vehicle>'
+        "</routes>"
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def late_bad_route():
+    return _late_bad_route

@@ -4,8 +4,6 @@ the same keys through ``result["env_runners"]`` is in ``test_rllib_faults.py``."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
@@ -22,20 +20,6 @@ from tj_rl.rllib_callbacks import (
     TrafficCallbacks,
     sumo_died_reasons,
 )
-
-
-def _bad_route_scenario(sc: Scenario, out: Path) -> Scenario:
-    """``sc`` plus a vehicle whose route SUMO rejects only when it loads it (t~60 s of 120)."""
-    edges = "top0A0 top0A0.100.00 A0right0"
-    good = "".join(
-        f'<vehicle id="ok{t}" depart="{t}"><route edges="{edges}"/></vehicle>' for t in (0, 20, 40)
-    )
-    late = out / "late.rou.xml"
-    late.write_text(
-        f'<routes>{good}<vehicle id="late" depart="80"><route edges="no_such_edge"/></vehicle>'
-        "</routes>"
-    )
-    return sc.replace(route_files=(*sc.route_files, late), extra_args=("--route-steps", "10"))
 
 
 def _run(env: TrafficSignalCore, logger: MetricsLogger, *, seed: int, cut_every: int = 0):
@@ -92,10 +76,15 @@ def test_episode_sums_equal_the_env_infos_across_chunks(default_sc: Scenario) ->
     assert logger.peek(DIED_KEY) == 0 and REASONS_KEY not in logger
 
 
-def test_a_sumo_death_is_counted_once_with_its_reason(default_sc: Scenario, tmp_path) -> None:
+def test_a_sumo_death_is_counted_once_with_its_reason(
+    default_sc: Scenario, tmp_path, late_bad_route
+) -> None:
     """Two episodes of one env: SUMO fails mid-run in the first, the second runs to its end."""
     env = TrafficSignalCore(
-        EnvConfig(metrics=False), scenario=_bad_route_scenario(default_sc, tmp_path)
+        EnvConfig(metrics=False), scenario=default_sc.replace(
+            route_files=(*default_sc.route_files, late_bad_route(tmp_path)),
+            extra_args=("--route-steps", "10"),  # SUMO loads the bad route mid-episode
+        ),
     )
     logger = MetricsLogger()
     try:

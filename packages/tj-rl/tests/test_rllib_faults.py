@@ -165,22 +165,12 @@ def test_sigkilled_env_runners_restart_and_leave_no_sumo(local_ray, tmp_path: Pa
 
 
 # ---------------------------------------------------------------------- b. SUMO dies in an env
-def _bad_routes(out: Path) -> Path:
-    """Three good vehicles and one whose route SUMO rejects when it loads it (t~60-80 s)."""
-    edges = "top0A0 top0A0.100.00 A0right0"
-    good = "".join(
-        f'<vehicle id="ok{t}" depart="{t}"><route edges="{edges}"/></vehicle>' for t in (0, 20, 40)
-    )
-    path = out / "late.rou.xml"
-    path.write_text(
-        f'<routes>{good}<vehicle id="late" depart="80"><route edges="no_such_edge"/></vehicle>'
-        "</routes>"
-    )
-    return path
 
 
 @pytest.mark.timeout(900)
-def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(local_ray, tmp_path: Path) -> None:
+def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(
+    local_ray, tmp_path: Path, late_bad_route
+) -> None:
     """The env's demand pool holds one bad file among 16, drawn second by its stream (RLlib's env
     checker may use the first reset): that episode dies mid-run, the others are fine. Two
     iterations (~11 episodes) run; the callbacks count the death once, with its reason, and their
@@ -198,7 +188,7 @@ def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(local_ray, tmp_pat
             self.deaths += int(reasons != {"time_limit"})
             return out
 
-    bad = _bad_routes(tmp_path)
+    bad = late_bad_route(tmp_path)
     good = default_scenario().route_files[0]
     files = (bad, *([good] * 15))
     stream = next(s for s in range(1000) if pick_route(files, 1, s) == bad)
