@@ -46,6 +46,17 @@ TINY_PHASE2 = [
 ]  # fmt: skip
 
 
+# A tiny but real phase 3 after TINY_PHASE2: 3 PPO-Lagrangian iterations of 64 light-decisions on
+# 2 gloo ranks with one collector each; 5-minute episodes (60 decisions) so the first iteration's
+# episodes calibrate the cost limit.
+TINY_PHASE3 = [
+    "--set", "phase3.iterations=3", "--set", "phase3.samples_per_iteration=64",
+    "--set", "phase3.effective_batch=32", "--set", "phase3.micro_batch=16",
+    "--set", "phase3.epochs=2", "--set", "phase3.checkpoint_every=1",
+    "--set", "phase3.collect.fragment_steps=16", "--set", "phase3.collect.collectors=2",
+]  # fmt: skip
+
+
 def run_app(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`python apps/hybrid ARGS` (what `uv run apps/hybrid ARGS` runs) in a subprocess."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -96,3 +107,8 @@ def small_args(small_data: Path, tmp_path: Path) -> list[str]:
 @pytest.fixture
 def tiny_phase2() -> list[str]:
     return list(TINY_PHASE2)
+
+
+@pytest.fixture
+def tiny_phase3() -> list[str]:
+    return list(TINY_PHASE3)

@@ -119,9 +119,7 @@ def test_cli_print_config_and_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert printed["scenario"]["env"]["delta_time"] == 5.0
     assert main(["--profile", "smoke", "--set", "phase1.oops=1", "--print-config"]) == 2
     assert "unknown config key phase1.oops" in capsys.readouterr().err
-    assert main(["--phase", "3", "--print-config"]) == 2
-    assert "phase 3 (constrained optimisation (PPO-Lagrangian with DDP)) is not built yet" in (
-        capsys.readouterr().err
-    )
+    assert main(["--phase", "3", "--set", "phase3.epochs=3", "--print-config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["phase3"]["epochs"] == 3
     assert main(["--phase", "7", "--print-config"]) == 2
-    assert "no phase '7'; available: 1, 2 or all" in capsys.readouterr().err
+    assert "no phase '7'; available: 1, 2, 3 or all" in capsys.readouterr().err

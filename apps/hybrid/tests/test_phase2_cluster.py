@@ -24,7 +24,7 @@ def test_phase_2_runs_on_a_two_node_cluster(
     with LocalCluster(nodes=2, cpus_per_node=1) as cluster:
         args = [*small_args, "--set", "run.name=p2cluster", "--set", "phase1.steps=5",
                 "--set", "phase1.eval_batches=1", *tiny_phase2,
-                "--set", f"phase2.ray_address={cluster.address}", "--phase", "all"]  # fmt: skip
+                "--set", f"phase2.ray_address={cluster.address}", "--phase", "1-2"]  # fmt: skip
         out = subprocess.run([sys.executable, str(app), *args], capture_output=True, text=True,
                              timeout=900, env={**cluster.env(), "PYTHONUNBUFFERED": "1"},
                              check=False)  # fmt: skip

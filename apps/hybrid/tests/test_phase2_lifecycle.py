@@ -44,7 +44,7 @@ def test_ctrl_c_in_phase_2_stops_ray_and_sumo_and_resume_continues(
     args = [*small_args, "--set", "run.name=p2stop", "--set", "phase1.steps=5",
             "--set", "phase1.eval_batches=1", *tiny_phase2, "--set", "phase2.iterations=50"]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, str(app), *args, "--phase", "all"], stdout=subprocess.PIPE,
+        [sys.executable, str(app), *args, "--phase", "1-2"], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
@@ -70,7 +70,7 @@ def test_ctrl_c_in_phase_2_stops_ray_and_sumo_and_resume_continues(
         time.sleep(0.2)
     assert not _alive(tree), f"left behind: {_alive(tree)}"
 
-    resumed = run(*args[:-2], "--set", "phase2.iterations=2", "--phase", "all", "--resume")
+    resumed = run(*args[:-2], "--set", "phase2.iterations=2", "--phase", "1-2", "--resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resumed phase 2 from" in resumed.stderr
     assert "phase 2 done: held-out avg delay" in resumed.stdout
@@ -91,7 +91,7 @@ def test_a_net_without_controllable_lights_fails_before_anything_starts(
     runs = tmp_path / "runs"
     before = {p.pid for p in psutil.process_iter()}
     out = run("--profile", "smoke", "--set", f"run.root={runs}", "--set", "run.name=nolights",
-              "--set", f"scenario.path={cfg}", "--phase", "all")  # fmt: skip
+              "--set", f"scenario.path={cfg}", "--phase", "1-2")  # fmt: skip
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"{net}: has no traffic light to control" in out.stderr
     assert not runs.exists()

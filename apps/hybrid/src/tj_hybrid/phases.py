@@ -56,12 +56,19 @@ REGISTRY: tuple[PhaseSpec, ...] = (
         trains=2,
         module="tj_hybrid.phase2.phase",
     ),
+    PhaseSpec(
+        name="3",
+        title="constrained optimisation (PPO-Lagrangian with DDP on streamed rollouts)",
+        section="phase3",
+        folder="phase3",
+        starts_from="2",
+        trains=3,
+        module="tj_hybrid.phase3.phase",
+    ),
 )
 
-# Phases announced but not built yet: refused with this description.
-PLANNED: dict[str, str] = {
-    "3": "constrained optimisation (PPO-Lagrangian with DDP)",
-}
+# Phases announced but not built yet: refused with this description (none today).
+PLANNED: dict[str, str] = {}
 
 
 def _names() -> str:

@@ -9,8 +9,10 @@ stopped by Ctrl-C/SIGTERM), never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,7 +91,10 @@ def _run_phases(loaded: LoadedConfig, specs: Sequence[PhaseSpec], run_dir: RunDi
             config=loaded.config, profile=loaded.profile, run_dir=run_dir, spec=spec,
             resume=resume, previous_agent=_agent_for(spec, run_dir, done, registry),
         )  # fmt: skip
+        t0 = time.perf_counter()
         result = spec.load().run(context)
+        wall = time.perf_counter() - t0  # this invocation's (a resumed phase: since the resume)
+        result = dataclasses.replace(result, metrics={**result.metrics, "wall_s": wall})
         result.save(pdir.result)
         done[spec.name] = result
         print(f"phase {spec.name} done: {result.headline}; report {result.report}", flush=True)

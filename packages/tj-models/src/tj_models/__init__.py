@@ -27,6 +27,7 @@ from tj_models.controller import MASK_FILL, Controller, ControllerOutput, masked
 from tj_models.geometry import edge_features, match_nodes, radius_edges
 from tj_models.gnn import GNNOutput, RiskGNN
 from tj_models.graph import GraphInput, InvalidGraphError, NonFiniteError, check_finite, read_graph
+from tj_models.lagrange import Lagrange, LagrangeConfig, PIDLagrange, make_lagrange
 from tj_models.losses import (
     LossOutput,
     StepTargets,
@@ -35,6 +36,12 @@ from tj_models.losses import (
     world_model_targets,
 )
 from tj_models.pooling import graph_pool, movement_aggregates, movement_pool
+from tj_models.ppo import (
+    PPOLoss,
+    lagrangian_advantage,
+    normalize_advantages,
+    ppo_lagrangian_loss,
+)
 from tj_models.schedule import HorizonSchedule
 from tj_models.served import ServedMovements
 from tj_models.shield import SafetyShield, ShieldedOutput, ShieldedPolicy, shield_cost_loss
@@ -57,8 +64,12 @@ __all__ = [
     "GraphInput",
     "HorizonSchedule",
     "InvalidGraphError",
+    "Lagrange",
+    "LagrangeConfig",
     "LossOutput",
     "NonFiniteError",
+    "PIDLagrange",
+    "PPOLoss",
     "RiskGNN",
     "RolloutConfig",
     "SafetyShield",
@@ -80,10 +91,14 @@ __all__ = [
     "config_to_dict",
     "edge_features",
     "graph_pool",
+    "lagrangian_advantage",
+    "make_lagrange",
     "masked_logits",
     "match_nodes",
     "movement_aggregates",
     "movement_pool",
+    "normalize_advantages",
+    "ppo_lagrangian_loss",
     "radius_edges",
     "read_graph",
     "shield_cost_loss",

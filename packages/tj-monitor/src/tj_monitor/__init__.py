@@ -42,8 +42,9 @@ from tj_monitor.metrics_logger import LoggerConfig, MetricsLogger, detect_rank
 from tj_monitor.monitor import MemoryMonitor, MonitorConfig, MonitorStats
 from tj_monitor.peak import PeakPssSampler
 from tj_monitor.profiling import OomSnapshot, ProfilerConfig, StepProfiler
-from tj_monitor.report import plot_run, render_summary
+from tj_monitor.report import plot_memory_stages, plot_run, render_stages, render_summary
 from tj_monitor.sample import MemorySample, format_bytes, read_sample
+from tj_monitor.stages import StagedSummary, StageRow, load_stages, summarize_stages
 from tj_monitor.step_timer import StepStats, StepTimer
 from tj_monitor.system import ShmUsage, SystemMemory, memory_limit, read_system_memory, shm_usage
 from tj_monitor.thresholds import ThresholdEvent, ThresholdGate
@@ -78,6 +79,8 @@ __all__ = [
     "SeriesSummary",
     "ShmUsage",
     "Shrinker",
+    "StageRow",
+    "StagedSummary",
     "StepProfiler",
     "StepStats",
     "StepTimer",
@@ -98,8 +101,10 @@ __all__ = [
     "format_bytes",
     "fsync_dir",
     "load_run",
+    "load_stages",
     "measure_processes",
     "memory_limit",
+    "plot_memory_stages",
     "plot_run",
     "publish_dir",
     "read_cgroup_memory",
@@ -107,8 +112,10 @@ __all__ = [
     "read_sample",
     "read_system_memory",
     "remove_stale_temps",
+    "render_stages",
     "render_summary",
     "shm_usage",
     "summarize",
+    "summarize_stages",
     "tree_memory",
 ]

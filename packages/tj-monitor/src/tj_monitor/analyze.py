@@ -4,7 +4,8 @@ A run is a directory (every ``*.jsonl`` directly inside it) or one JSONL file. R
 ``step`` are metrics (MetricsLogger); records with ``container_used``/``tree_pss`` and no step are
 memory samples (MemoryMonitor's ``jsonl_path``); other JSON objects are counted and ignored. A
 malformed line is an error naming the file and line, unless ``skip_bad_lines`` is set, which
-skips and counts it (a run killed mid-write usually leaves one torn last line).
+skips and counts it (a run killed mid-write usually leaves one torn last line). A run made of
+stages, one folder each (a trainer's phases), is read by ``tj_monitor.stages.load_stages``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,14 @@ def _read_file(path: Path, run: RunData, skip_bad_lines: bool) -> None:
             run.ignored_records += 1
 
 
+def _read_files(source: Path, files: list[Path], skip_bad_lines: bool) -> RunData:
+    """Parse ``files`` in order into one ``RunData`` (no check that records were found)."""
+    run = RunData(source=source, files=list(files))
+    for f in files:
+        _read_file(f, run, skip_bad_lines)
+    return run
+
+
 def load_run(path: str | Path, *, skip_bad_lines: bool = False) -> RunData:
     """Read a run directory or JSONL file (see the module docstring for what counts)."""
     path = Path(path)
@@ -91,9 +100,7 @@ def load_run(path: str | Path, *, skip_bad_lines: bool = False) -> RunData:
         files = [path]
     else:
         raise RunFormatError(path, None, "no such file or directory")
-    run = RunData(source=path, files=files)
-    for f in files:
-        _read_file(f, run, skip_bad_lines)
+    run = _read_files(path, files, skip_bad_lines)
     if not run.metrics and not run.memory:
         raise RunFormatError(path, None, "no metrics or memory records found")
     return run

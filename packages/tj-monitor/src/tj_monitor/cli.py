@@ -30,6 +30,14 @@ def _fraction_or_bytes(text: str) -> float:
     return value
 
 
+def _bytes(text: str) -> float:
+    """A size: 16e9 or 16G/16GiB (bytes; a fraction has no limit to be a fraction of here)."""
+    value = _fraction_or_bytes(text)
+    if value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a size (16G), got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tj-monitor", description="Memory/GPU monitoring and run analysis for TJ Transport."
@@ -70,9 +78,12 @@ def _parser() -> argparse.ArgumentParser:
         "analyze",
         help="summary and PNG plots of a run directory or JSONL file",
         description="Summarise loss, lr, throughput, data-wait fraction and peak memory of a "
-        "run (a directory of *.jsonl files or one JSONL file) and write PNG plots.",
+        "run (a directory of *.jsonl files or one JSONL file) and write PNG plots. A directory "
+        "with no *.jsonl of its own is read as a run made of stages: each subfolder with "
+        "*.jsonl files (directly or in logs/) is one, summarised in turn and compared in one "
+        "table, with the memory curve across all of them.",
     )
-    a.add_argument("path", type=Path, help="run directory or JSONL file")
+    a.add_argument("path", type=Path, help="run directory (or staged run) or JSONL file")
     a.add_argument("--out", type=Path, help="plot directory (default: <run>/analysis)")
     a.add_argument("--no-plots", action="store_true", help="summary only")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -80,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         "--skip-bad-lines",
         action="store_true",
         help="skip malformed lines (counted and listed) instead of failing",
+    )
+    a.add_argument(
+        "--budget",
+        type=_bytes,
+        help="memory budget drawn on a staged run's memory plot, a size like 16G",
     )
     return p
 
@@ -109,28 +125,71 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
     return watch(opts, console=console)
 
 
+def _load_error(args: argparse.Namespace, exc: Exception) -> int:
+    line = getattr(exc, "line", None)
+    hint = "" if args.skip_bad_lines or line is None else " (--skip-bad-lines skips it)"
+    print(f"tj-monitor analyze: error: {exc}{hint}", file=sys.stderr)
+    return 2
+
+
+def _warn_skipped(skipped: list[str]) -> None:
+    if skipped:
+        print(
+            f"tj-monitor analyze: warning: skipped {len(skipped)} malformed "
+            f"line(s): {', '.join(skipped[:5])}",
+            file=sys.stderr,
+        )
+
+
+def _is_staged(path: Path) -> bool:
+    """A directory with no *.jsonl of its own: read as stages (load_stages says if there are)."""
+    return path.is_dir() and not any(p.is_file() for p in path.glob("*.jsonl"))
+
+
+def _analyze_stages(args: argparse.Namespace, console: Console) -> int:
+    from tj_monitor.analyze import RunFormatError
+    from tj_monitor.report import plot_memory_stages, plot_run, render_stages
+    from tj_monitor.stages import load_stages, summarize_stages
+
+    try:
+        stages = load_stages(args.path, skip_bad_lines=args.skip_bad_lines)
+    except RunFormatError as exc:
+        return _load_error(args, exc)
+    staged = summarize_stages(stages, source=args.path)
+    plots: list[Path] = []
+    if not args.no_plots:
+        out = args.out or (args.path / "analysis")
+        for name, run in stages.items():
+            plots += plot_run(run, out / name)
+        memory = plot_memory_stages(stages, out / "memory_stages.png", budget=args.budget)
+        plots += [memory] if memory is not None else []
+    _warn_skipped([line for s in staged.stages.values() for line in s.skipped_lines])
+    if args.json:
+        console.out(json.dumps({**staged.to_dict(), "plots": [str(p) for p in plots]}))
+    else:
+        console.print(render_stages(staged))
+        for p in plots:
+            console.print(f"plot: {p}", markup=False, highlight=False)
+    return 0
+
+
 def _analyze(args: argparse.Namespace, console: Console) -> int:
     from tj_monitor.analyze import RunFormatError, load_run, summarize
     from tj_monitor.report import plot_run, render_summary
 
+    if _is_staged(args.path):
+        return _analyze_stages(args, console)
     try:
         run = load_run(args.path, skip_bad_lines=args.skip_bad_lines)
     except RunFormatError as exc:
-        hint = "" if args.skip_bad_lines or exc.line is None else " (--skip-bad-lines skips it)"
-        print(f"tj-monitor analyze: error: {exc}{hint}", file=sys.stderr)
-        return 2
+        return _load_error(args, exc)
     summary = summarize(run)
     plots: list[Path] = []
     if not args.no_plots:
         base = args.path if args.path.is_dir() else args.path.parent
         out = args.out or (base / "analysis")
         plots = plot_run(run, out)
-    if summary.skipped_lines:
-        print(
-            f"tj-monitor analyze: warning: skipped {len(summary.skipped_lines)} malformed "
-            f"line(s): {', '.join(summary.skipped_lines[:5])}",
-            file=sys.stderr,
-        )
+    _warn_skipped(summary.skipped_lines)
     if args.json:
         console.out(json.dumps({**summary.to_dict(), "plots": [str(p) for p in plots]}))
     else:

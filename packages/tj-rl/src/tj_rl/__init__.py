@@ -22,6 +22,7 @@ from tj_rl.demand import DemandPool, DemandSet, DemandSpec, generate_demand
 from tj_rl.env import TrafficSignalCore
 from tj_rl.errors import LibsumoBusyError, ScenarioError, SumoDiedError, SumoStartError
 from tj_rl.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig, VehicleGraph
+from tj_rl.gae import gae
 from tj_rl.graphs import build_graph, build_graphs
 from tj_rl.heldout import HELDOUT_METRICS, HeldOutTable, evaluate_heldout
 from tj_rl.metrics import METRIC_NAMES, EpisodeMetrics, Spread
@@ -40,6 +41,8 @@ __version__ = _metadata.version("tj-rl")  # one source of truth: pyproject.toml
 # Names whose modules import Ray RLlib (and torch, tj-models): loaded on first use only (PEP 562),
 # so env, recording and evaluation processes never pay for them. ``AgentPolicy`` and
 # ``export_agent`` load torch and tj-models but never Ray.
+# ``gae`` (numpy only) is imported above, not here: a lazy name equal to its own module's name
+# resolves to the module (importing ``tj_rl.gae`` binds the package attribute to the submodule).
 _LAZY = {
     "LaneMLPConfig": "tj_rl.rllib_mlp",
     "LaneMLPModule": "tj_rl.rllib_mlp",
@@ -134,6 +137,7 @@ __all__ = [
     "evaluate",
     "evaluate_heldout",
     "export_agent",
+    "gae",
     "generate_demand",
     "graph_module_spec",
     "lane_mlp_spec",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tj_models import ControllerOutput, TrafficAgent
     from tj_rl.env import TrafficSignalCore
 
-__all__ = ["AgentPolicy"]
+__all__ = ["AgentPolicy", "check_agent_env"]
 
 
 class AgentPolicy:
@@ -35,6 +35,8 @@ class AgentPolicy:
     ``agent_dir``: a ``TrafficAgent`` directory (e.g. ``export_agent``'s). ``sample``: draw from
     the masked policy instead of taking its argmax; ``seed`` seeds those draws (one generator for
     the policy's lifetime, as tj-rl's random baseline). ``device``: where the networks run.
+    ``shield_threshold``: act behind the agent's learned shield (an allowed green whose predicted
+    safety cost exceeds it is vetoed; ``tj_models.ShieldedPolicy``); None: the env's mask only.
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class AgentPolicy:
         sample: bool = False,
         seed: int = 0,
         device: str = "cpu",
+        shield_threshold: float | None = None,
     ) -> None:
         import torch
 
@@ -58,6 +61,10 @@ class AgentPolicy:
         self.agent.eval()
         self.device = torch.device(device)
         self.sample = sample
+        if shield_threshold is not None and not np.isfinite(shield_threshold):
+            raise ValueError(f"AgentPolicy: shield_threshold={shield_threshold!r}, expected a "
+                             "finite number or None")  # fmt: skip
+        self.shield_threshold = shield_threshold
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
     @property
@@ -67,31 +74,7 @@ class AgentPolicy:
     def check_env(self, env: TrafficSignalCore) -> None:
         """Raise ``ValueError`` unless every light of ``env`` shares one observation space that
         the agent can read (features, movements, at most ``max_actions`` actions)."""
-        from tj_rl.graph_policy import check_features, check_spaces
-
-        who = f"AgentPolicy({self.agent_dir})"
-        spaces = env.observation_spaces
-        first = env.possible_agents[0]
-        differ = [a for a in env.possible_agents if spaces[a] != spaces[first]]
-        if differ:
-            raise ValueError(
-                f"{who}: lights {[first, *differ]} have different observation spaces; one "
-                "forward pass needs one space: use the EnvConfig the policy was trained with "
-                "(pad_to_scenario=True, or max_phases / max_lanes)"
-            )
-        n_actions, movements = check_spaces(spaces[first], env.action_spaces[first], who)
-        gnn = self.agent.gnn.config
-        check_features(gnn, spaces[first], who)
-        if n_actions > self.max_actions:
-            raise ValueError(
-                f"{who}: the env has {n_actions} actions per light, the agent's controller "
-                f"scores {self.max_actions} (EnvConfig.max_phases <= {self.max_actions})"
-            )
-        if movements > gnn.num_movements:
-            raise ValueError(
-                f"{who}: its GNN embeds {gnn.num_movements} movements, the env's observations "
-                f"have up to {movements}; set EnvConfig.max_lanes <= {gnn.num_movements}"
-            )
+        check_agent_env(self.agent, env, f"AgentPolicy({self.agent_dir})")
 
     # ------------------------------------------------------------------ Policy protocol
     def reset(self, env: TrafficSignalCore) -> None:
@@ -123,12 +106,21 @@ class AgentPolicy:
     def forward(self, batch: Mapping[str, Tensor]) -> ControllerOutput:
         """GNN + controller on a padded batch (``batch()``), without gradients: masked logits
         ``[B, max_actions]``, values, cost values."""
+        import dataclasses
+
         import torch
 
-        from tj_rl.graph_policy import graph_policy
+        from tj_rl.graph_policy import controller_inputs, graph_input, graph_policy
 
         with torch.no_grad():
-            return graph_policy(self.agent.gnn, self.agent.controller, batch)
+            if self.shield_threshold is None:
+                return graph_policy(self.agent.gnn, self.agent.controller, batch)
+            encoded = self.agent.gnn(graph_input(self.agent.gnn, batch))
+            shielded = self.agent.shielded_policy(self.shield_threshold)(
+                encoded, batch["action_mask"].bool(),
+                **controller_inputs(self.agent.controller, batch))  # fmt: skip
+            return dataclasses.replace(shielded.controller, logits=shielded.logits,
+                                       action_mask=shielded.mask)  # fmt: skip
 
     def actions(self, batch: Mapping[str, Tensor]) -> Tensor:
         """``[B]`` int64 actions: the masked argmax, or a seeded sample when ``sample``."""
@@ -139,3 +131,35 @@ class AgentPolicy:
             return logits.argmax(-1)
         probs = torch.softmax(logits, -1)  # masked logits: probability exactly 0
         return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+
+
+def check_agent_env(agent: TrafficAgent, env: TrafficSignalCore, who: str) -> None:
+    """Raise ``ValueError`` (starting with ``who``) unless every light of ``env`` shares one
+    observation space that ``agent`` can read: its node and edge features, at most its GNN's
+    movement groups and at most its controller's ``max_actions`` actions. Reads the env's spaces
+    only (SUMO need not run): ``AgentPolicy`` and ``RolloutCollector`` check before acting."""
+    from tj_rl.graph_policy import check_features, check_spaces
+
+    spaces = env.observation_spaces
+    first = env.possible_agents[0]
+    differ = [a for a in env.possible_agents if spaces[a] != spaces[first]]
+    if differ:
+        raise ValueError(
+            f"{who}: lights {[first, *differ]} have different observation spaces; one "
+            "forward pass needs one space: use the EnvConfig the policy was trained with "
+            "(pad_to_scenario=True, or max_phases / max_lanes)"
+        )
+    n_actions, movements = check_spaces(spaces[first], env.action_spaces[first], who)
+    gnn = agent.gnn.config
+    check_features(gnn, spaces[first], who)
+    max_actions = agent.config.max_actions
+    if n_actions > max_actions:
+        raise ValueError(
+            f"{who}: the env has {n_actions} actions per light, the agent's controller "
+            f"scores {max_actions} (EnvConfig.max_phases <= {max_actions})"
+        )
+    if movements > gnn.num_movements:
+        raise ValueError(
+            f"{who}: its GNN embeds {gnn.num_movements} movements, the env's observations "
+            f"have up to {movements}; set EnvConfig.max_lanes <= {gnn.num_movements}"
+        )

@@ -22,7 +22,7 @@ from torch import Tensor
 from tj_models import Controller, ControllerOutput, GNNConfig, GraphInput, RiskGNN
 from tj_rl.unpad import OBSERVATION_KEYS, unpad_observations
 
-__all__ = ["check_features", "check_spaces", "graph_input", "graph_policy"]
+__all__ = ["check_features", "check_spaces", "controller_inputs", "graph_input", "graph_policy"]
 
 # GraphInput fields that tj-models' read_graph checks when validation is on
 _GRAPH_FIELDS = (
@@ -90,13 +90,14 @@ def graph_policy(
     no_grad = torch.no_grad() if frozen_gnn else contextlib.nullcontext()
     with no_grad:
         encoded = gnn(graph)
+    return controller(encoded, obs["action_mask"].bool(), **controller_inputs(controller, obs))
+
+
+def controller_inputs(controller: Controller, obs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The controller's phase-competition keywords from a batch (padded observations or collated
+    rollout samples): each green's token reads the lanes it serves (``phase_lanes``) and the lane
+    rows (``lane_mask`` honoured); nothing for a controller with ``movement_stats`` 0."""
     if not controller.config.movement_stats:
-        return controller(encoded, obs["action_mask"].bool())
-    # phase competition: each green's token reads the lanes it serves (``phase_lanes``)
+        return {}
     lanes = obs["lanes"].float() * obs["lane_mask"].unsqueeze(-1).float()
-    return controller(
-        encoded,
-        obs["action_mask"].bool(),
-        phase_movements=obs["phase_lanes"].float(),
-        movement_stats=lanes,
-    )
+    return {"phase_movements": obs["phase_lanes"].float(), "movement_stats": lanes}

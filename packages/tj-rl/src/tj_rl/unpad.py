@@ -21,7 +21,7 @@ from torch import Tensor
 
 from tj_models import GraphInput
 
-__all__ = ["OBSERVATION_KEYS", "unpad_observations"]
+__all__ = ["OBSERVATION_KEYS", "phase_index", "unpad_observations"]
 
 # the observation keys the graph module reads (``observation.py``; the last three: phase competition)
 OBSERVATION_KEYS: tuple[str, ...] = (
@@ -40,7 +40,7 @@ OBSERVATION_KEYS: tuple[str, ...] = (
 )
 
 
-def _phase_index(one_hot: Tensor) -> Tensor:
+def phase_index(one_hot: Tensor) -> Tensor:
     """[B] index of the current green from the one-hot [B, P] (an all-zero row is -1)."""
     hot = one_hot > 0.5
     none = torch.full_like(hot[:, 0], -1, dtype=torch.long)
@@ -79,6 +79,6 @@ def unpad_observations(obs: Mapping[str, Tensor]) -> GraphInput:
         batch=torch.arange(b, device=nodes.device).repeat_interleave(counts),
         ptr=ptr,
         movement=obs["movement"].reshape(b * n)[flat].long(),
-        phase=_phase_index(obs["phase"][:, :width]),
+        phase=phase_index(obs["phase"][:, :width]),
         time_in_phase=obs["time_in_phase"].reshape(b).float(),
     )

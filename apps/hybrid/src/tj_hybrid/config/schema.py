@@ -1,7 +1,8 @@
 """The trainer's configuration tree: what ``configs/hybrid.yaml`` may contain.
 
 Shared sections (``run``, ``scenario``, ``model``, ``dist``, ``amp``, ``monitor``, ``memory``)
-live in ``sections.py``; each phase has one section of its own (``phase1``, ``phase2``). ``MOVED`` names
+live in ``sections.py``; each phase has one section of its own (``phase1``, ``phase2``,
+``phase3``). ``MOVED`` names
 keys of earlier versions, so an old config fails with where the key lives now.
 """
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from tj_hybrid.config.phase1 import Phase1Section
 from tj_hybrid.config.phase2 import Phase2Section
+from tj_hybrid.config.phase3 import Phase3Section
 from tj_hybrid.config.sections import (
     AmpSection,
     DistSection,
@@ -48,3 +50,4 @@ class HybridConfig:
     memory: MemorySection = field(default_factory=MemorySection)
     phase1: Phase1Section = field(default_factory=Phase1Section)
     phase2: Phase2Section = field(default_factory=Phase2Section)
+    phase3: Phase3Section = field(default_factory=Phase3Section)

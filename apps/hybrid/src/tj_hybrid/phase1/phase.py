@@ -23,9 +23,12 @@ class Phase1:
 
     def run(self, context: PhaseContext) -> PhaseResult:
         from tj_hybrid.phase1.run import run_phase1
+        from tj_monitor import tree_memory
 
+        before = tree_memory()  # the ranks and loader workers end with the phase: measured
         result = run_phase1(context.config, context.phase_dir, resume=context.resume,
                             profile=context.profile)  # fmt: skip
+        after = tree_memory()
         ev = result.eval
         return PhaseResult(
             name=context.spec.name,
@@ -40,6 +43,8 @@ class Phase1:
                 "data_wait_fraction": result.data_wait_fraction,
                 "windows_per_s": result.windows_per_s,
                 "peak_tree_pss": result.peak_tree_pss,
+                "tree_uss_before": before.uss, "tree_uss_after": after.uss,
+                "tree_pss_before": before.pss, "tree_pss_after": after.pss,
             },
         )
 

@@ -12,6 +12,7 @@ from typing import Any
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.phase2.setup import Phase2Setup
 from tj_hybrid.run_dir import PhaseDir
+from tj_hybrid.training import torch_threads
 from tj_monitor import atomic_write_json, atomic_write_text, load_run, plot_run
 
 __all__ = ["evaluate_policy", "write_report"]
@@ -30,8 +31,9 @@ def evaluate_policy(cfg: HybridConfig, setup: Phase2Setup, agent: Path) -> dict[
     policies |= {name: name for name in cfg.phase2.eval.baselines}
     out: dict[str, Any] = {}
     for label, demand in (("held_out", setup.held_out), ("held_out_heavy", setup.held_out_heavy)):
-        table = evaluate_heldout(setup.scenario, policies, demand, cfg.phase2.eval.sumo_seeds,
-                                 config=env, training_seeds=())  # fmt: skip
+        with torch_threads(1):  # one small forward per decision (see training/threads.py)
+            table = evaluate_heldout(setup.scenario, policies, demand, cfg.phase2.eval.sumo_seeds,
+                                     config=env, training_seeds=())  # fmt: skip
         out[label] = {"markdown": table.to_markdown(), "rows": table.rows,
                       "summary": {p: {m: s._asdict() for m, s in ms.items()}
                                   for p, ms in table.summary().items()}}  # fmt: skip

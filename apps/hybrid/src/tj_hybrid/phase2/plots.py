@@ -40,8 +40,11 @@ def plot_learning(metrics_jsonl: Path, out: Path) -> Path | None:
     return out
 
 
-def plot_heldout(evaluation: dict[str, Any], out: Path, metric: str = "avg_delay") -> Path:
-    """``heldout.png``: per held-out set, each policy's mean ``metric`` with min-max whiskers."""
+def plot_heldout(evaluation: dict[str, Any], out: Path, metric: str = "avg_delay",
+                 highlight: dict[str, str] | None = None) -> Path:  # fmt: skip
+    """``heldout.png``: per held-out set, each policy's mean ``metric`` with min-max whiskers;
+    ``highlight``: policy -> bar colour (default: phase 2's policy in green, the rest grey)."""
+    highlight = {"phase2": "tab:green"} if highlight is None else highlight
     labels = list(evaluation)
     fig = _figure()(figsize=(5 * len(labels), 3.8))
     axes = fig.subplots(1, len(labels), squeeze=False)[0]
@@ -51,10 +54,11 @@ def plot_heldout(evaluation: dict[str, Any], out: Path, metric: str = "avg_delay
         mean = [summary[p][metric]["mean"] for p in names]
         low = [m - summary[p][metric]["min"] for p, m in zip(names, mean, strict=True)]
         high = [summary[p][metric]["max"] - m for p, m in zip(names, mean, strict=True)]
-        colors = ["tab:green" if p == "phase2" else "tab:gray" for p in names]
+        colors = [highlight.get(p, "tab:gray") for p in names]
         ax.bar(names, mean, yerr=[low, high], color=colors, capsize=4)
         ax.set_title(label.replace("_", " "))
         ax.set_ylabel(f"{metric} (s)" if "delay" in metric or "time" in metric else metric)
+        ax.tick_params(axis="x", labelrotation=20)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -3,7 +3,8 @@ resumable state, checkpoint/log cadence, and the world (ranks, accumulation) der
 
 from tj_hybrid.training.cadence import Cadence
 from tj_hybrid.training.lr import warmup_cosine
-from tj_hybrid.training.ranks import RankStates, mean_over_ranks, seed_everything
+from tj_hybrid.training.ranks import RankStates, mean_over_ranks, seed_everything, sum_over_ranks
+from tj_hybrid.training.threads import torch_threads
 from tj_hybrid.training.world import World, resolve_world
 
 __all__ = [
@@ -13,5 +14,7 @@ __all__ = [
     "mean_over_ranks",
     "resolve_world",
     "seed_everything",
+    "sum_over_ranks",
+    "torch_threads",
     "warmup_cosine",
 ]

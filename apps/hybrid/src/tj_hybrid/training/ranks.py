@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["RankStates", "mean_over_ranks", "seed_everything"]
+__all__ = ["RankStates", "mean_over_ranks", "seed_everything", "sum_over_ranks"]
 
 
 def _initialized() -> bool:
@@ -35,6 +35,15 @@ def mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
     t = torch.tensor(list(values.values()), dtype=torch.float64)
     dist.all_reduce(t)
     t /= dist.get_world_size()
+    return dict(zip(values, t.tolist(), strict=True))
+
+
+def sum_over_ranks(values: dict[str, float]) -> dict[str, float]:
+    """The sum of each value over the ranks (an all-reduce); unchanged without a group."""
+    if not _initialized() or not values:
+        return values
+    t = torch.tensor(list(values.values()), dtype=torch.float64)
+    dist.all_reduce(t)
     return dict(zip(values, t.tolist(), strict=True))
 
 

@@ -1,0 +1,130 @@
+"""The ``phase3`` section: PPO-Lagrangian under a safety-cost limit, DDP on streamed rollouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tj_hybrid.config.sections import parse_bytes, positive
+from tj_rl import COST_NAMES
+
+__all__ = ["CollectSection", "LagrangeSection", "Phase3Section"]
+
+
+def _size(obj: object, name: str) -> None:
+    """A size (``"64M"``, ``1e8``) or a fraction (0, 1] of the memory budget; named when bad."""
+    try:
+        parse_bytes(getattr(obj, name))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+@dataclass(kw_only=True)
+class LagrangeSection:
+    """The multiplier's update (OmniSafe PPOLag: dual ascent with Adam; or its PID variant)."""
+
+    kind: Literal["lagrange", "pid"] = "lagrange"
+    init: float = 0.001
+    lr: float = 0.3  # OmniSafe's 0.035 suits hundreds of epochs; phase 3 runs tens
+    upper_bound: float | None = None
+    kp: float = 0.1
+    ki: float = 0.01
+    kd: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.init < 0 or self.lr <= 0:
+            raise ValueError(f"need init >= 0 and lr > 0, got init={self.init}, lr={self.lr}")
+        for name in ("kp", "ki", "kd"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.upper_bound is not None and self.upper_bound <= 0:
+            raise ValueError(f"upper_bound must be > 0 or null, got {self.upper_bound}")
+
+
+@dataclass(kw_only=True)
+class CollectSection:
+    """Collector processes (one SUMO env + the current policy on CPU each) and their queue."""
+
+    collectors: int | None = None  # in all; None: from the CPUs and the memory budget
+    fragment_steps: int = 32  # decision steps per fragment (x lights = samples)
+    max_policy_lag: int = 1  # fragments of older policy versions are dropped (and counted)
+    queue: float | str | None = None  # LiveQueue byte bound per rank; None: from the memory plan
+    timeout_s: float = 600.0  # no sample for this long: fail naming the collectors
+
+    def __post_init__(self) -> None:
+        positive(self, "fragment_steps", "timeout_s")
+        if self.collectors is not None and self.collectors < 1:
+            raise ValueError(f"collectors must be >= 1 or null, got {self.collectors}")
+        if self.max_policy_lag < 0:
+            raise ValueError(f"max_policy_lag must be >= 0, got {self.max_policy_lag}")
+        if self.queue is not None:
+            _size(self, "queue")
+
+
+def _default_weights() -> dict[str, float]:
+    return {"veto": 0.0, "low_ttc": 1.0, "hard_braking": 1.0, "emergency_braking": 1.0,
+            "teleport": 1.0, "collision": 10.0}  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class Phase3Section:
+    """Constrained fine-tuning of the phase-2 controller and training of the shield's critic.
+
+    ``samples_per_iteration`` light-decisions are collected per iteration (over all ranks), then
+    read for ``epochs`` epochs of shuffled micro-batches; ``effective_batch`` samples make one
+    optimizer step (ranks x micro_batch x accumulation). ``cost_limit: auto`` sets the limit to
+    ``cost_limit_fraction`` of the phase-2 policy's mean episode cost, measured on the first
+    iteration's episodes (all collected with the phase-2 weights)."""
+
+    iterations: int = 30
+    samples_per_iteration: int = 1024
+    effective_batch: int = 256
+    micro_batch: int = 64
+    epochs: int = 4
+    lr: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    vf_coeff: float = 0.5
+    cost_vf_coeff: float = 0.5
+    shield_coeff: float = 0.5  # the shield critic's loss (cost of the taken action)
+    entropy: float = 0.01
+    grad_clip: float = 10.0
+    cost_scale: float = 0.05  # per-step cost x this for the critics (returns of a few units)
+    cost_limit: float | str = "auto"
+    cost_limit_fraction: float = 0.6
+    cost_weights: dict[str, float] = field(default_factory=_default_weights)
+    shield_threshold: float | None = None  # act behind the learned shield's veto; null: off
+    embedding_cache: bool = True  # the frozen GNN's embeddings computed once per iteration
+    cache: float | str = "256M"  # byte bound of that cache
+    batch_ram: float | str = "512M"  # an iteration's batch above this spills to a tj-data store
+    checkpoint_every: int = 2
+    keep_checkpoints: int = 2
+    lagrange: LagrangeSection = field(default_factory=LagrangeSection)
+    collect: CollectSection = field(default_factory=CollectSection)
+
+    def __post_init__(self) -> None:
+        positive(self, "iterations", "samples_per_iteration", "effective_batch", "micro_batch",
+                 "epochs", "lr", "clip", "checkpoint_every", "cost_limit_fraction",
+                 "cost_scale")  # fmt: skip
+        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError(f"need 0 < gamma <= 1 and 0 <= gae_lambda <= 1, got gamma="
+                             f"{self.gamma}, gae_lambda={self.gae_lambda}")  # fmt: skip
+        if isinstance(self.cost_limit, str):
+            if self.cost_limit != "auto":
+                raise ValueError(f"cost_limit: a number >= 0 or 'auto', got {self.cost_limit!r}")
+        elif self.cost_limit < 0:
+            raise ValueError(f"cost_limit must be >= 0, got {self.cost_limit}")
+        unknown = set(self.cost_weights) - set(COST_NAMES)
+        if unknown:
+            raise ValueError(f"cost_weights: unknown cost(s) {sorted(unknown)}; known {COST_NAMES}")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+        negative = {k: v for k, v in self.cost_weights.items() if v < 0}
+        if negative:
+            raise ValueError(f"cost_weights must be >= 0 (a negative one rewards a cost): {negative}")
+        for name in ("cache", "batch_ram"):
+            _size(self, name)
+        if self.micro_batch > self.effective_batch:
+            raise ValueError(f"micro_batch={self.micro_batch} exceeds effective_batch="
+                             f"{self.effective_batch}")  # fmt: skip

@@ -1,0 +1,125 @@
+"""Phase 3 as the registry sees it: plan, DDP ranks with their collectors under a memory monitor,
+then the exported agent evaluated without Ray against the phase-2 policy and the baselines, the
+phase report, and the run's final report (all phases)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from tj_hybrid.config import ConfigError, HybridConfig
+from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
+
+__all__ = ["PHASE", "Phase3"]
+
+log = logging.getLogger(__name__)
+
+
+class Phase3:
+    """Constrained optimisation: controller + shield critic under a safety-cost limit."""
+
+    def preflight(self, config: HybridConfig) -> None:
+        if config.phase2.policy != "graph":
+            raise ConfigError("phase 3 fine-tunes phase 2's graph policy (a tj-models agent); "
+                              f"phase2.policy={config.phase2.policy!r} exports none")  # fmt: skip
+        check_scenario(config)
+        check_controllable_lights(config)
+        check_writable_dir(config.phase1.data.path.parent, "data directory")
+
+    def run(self, context: PhaseContext) -> PhaseResult:
+        import tj_dist
+        from tj_hybrid.handoff import load_handoff
+        from tj_hybrid.phase3.evaluate import evaluate_phase3
+        from tj_hybrid.phase3.plan import plan_phase3
+        from tj_hybrid.phase3.report import write_phase3_report
+        from tj_hybrid.phase3.train import Phase3Job, train_rank
+        from tj_hybrid.report import write_run_report
+        from tj_monitor import MemoryMonitor, memory_limit, tree_memory
+
+        cfg, pdir = context.config, context.phase_dir.create()
+        if context.previous_agent is None:
+            raise ConfigError("phase 3 starts from phase 2's agent; none was given")
+        load_handoff(context.previous_agent, context.spec)  # checksum + fit, before any process
+        env = tj_dist.detect_environment()
+        tj_dist.apply_env_defaults(env)
+        budget = cfg.memory.budget_bytes(memory_limit())
+        before = tree_memory()
+        t0 = time.perf_counter()
+        monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
+        with monitor:
+            plan = plan_phase3(cfg, agent_dir=context.previous_agent,
+                               temp_dir=pdir.root / "episodes", budget=budget)  # fmt: skip
+            job = Phase3Job(cfg=cfg, phase_dir=pdir, agent_dir=str(context.previous_agent),
+                            env_config=plan.env_config, space=plan.space, world=plan.world,
+                            collectors_per_rank=plan.collectors_per_rank,
+                            queue_bytes=plan.queue_bytes, budget=budget,
+                            resume=context.resume,
+                            threads=plan.threads,
+                            log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
+            if plan.world.nprocs == 1:
+                summary = train_rank(job)
+            else:
+                summary = tj_dist.launch_local(train_rank, plan.world.nprocs, job,
+                                               backend=plan.world.backend)[0]  # fmt: skip
+            assert summary is not None
+            t_train = time.perf_counter() - t0
+            evaluation = evaluate_phase3(
+                cfg, plan.setup, {"phase3": pdir.agent, "phase2": context.previous_agent},
+                shielded={"phase3": cfg.phase3.shield_threshold}
+                if cfg.phase3.shield_threshold is not None else None)  # fmt: skip
+        after = tree_memory()
+        monitor.save(pdir.memory)
+        monitor.plot(pdir.root / "memory.png")
+        peak = monitor.peaks.get("tree_pss") or 0
+        needed = _collectors_needed(summary, plan.collectors_per_rank * plan.world.nprocs)
+        facts = {
+            "plan": plan.reason,
+            "iterations": summary["iterations"], "policy version": summary["policy_version"],
+            "cost limit": f"{summary['cost_limit']:.2f}" if summary["cost_limit"] is not None else "n/a",
+            "final lambda": f"{summary['lambda']:.4f}",
+            "data-wait fraction": f"{summary['data_wait_fraction']:.1%} ({needed})",
+            "stale samples dropped": int(summary["dropped_stale"]),
+            "collector restarts": int(summary["collector_restarts"]),
+            "queue peak / bound per rank (MiB)":
+                f"{summary['queue_bytes_peak'] / 2**20:.1f} / {plan.queue_bytes / 2**20:.1f}",
+            "train wall s": round(t_train, 1),
+            "peak process-tree PSS (MiB)": f"{peak / 2**20:.0f} of a {budget / 2**20:.0f} budget",
+            "tree USS before / after phase 3 (MiB)":
+                f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
+                f"({(after.uss - before.uss) / 2**20:+.0f})",
+        }  # fmt: skip
+        report = write_phase3_report(pdir, evaluation, facts)
+        summ = evaluation["held_out"]["summary"]
+        delay = {p: s["avg_delay"]["mean"] for p, s in summ.items()}
+        cost = {p: s["cost"]["mean"] for p, s in summ.items()}
+        result = PhaseResult(
+            name=context.spec.name, agent=pdir.agent, report=report,
+            headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
+                      f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
+                      f"{cost['phase2']:.1f}; limit {_limit(summary['cost_limit'])})"),
+            metrics={**summary, "avg_delay": delay, "cost": cost, "train_wall_s": t_train,
+                     "peak_tree_pss": peak, "budget_bytes": budget,
+                     "tree_uss_before": before.uss, "tree_uss_after": after.uss,
+                     "tree_pss_before": before.pss, "tree_pss_after": after.pss},
+        )  # fmt: skip
+        write_run_report(context.run_dir, phase3=result)
+        return result
+
+
+def _limit(value: float | None) -> str:
+    return "not calibrated (no episode ended)" if value is None else f"{value:.1f}"
+
+
+def _collectors_needed(summary: dict, collectors: int) -> str:
+    """How many collectors would hide the data wait, from this run's own rates."""
+    wait, train = summary["data_wait_fraction"], summary["train_fraction"]
+    if wait < 0.10 or train <= 0:
+        return f"{collectors} collector(s) keep it under 10%"
+    # collectors produce while the ranks train; waiting means they produce too slowly by
+    # (wait + train) / train
+    need = int(-(-collectors * (wait + train) // train))
+    return f"{collectors} collector(s); about {need} would keep the ranks busy"
+
+
+PHASE = Phase3()

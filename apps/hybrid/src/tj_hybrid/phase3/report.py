@@ -1,0 +1,123 @@
+"""Phase 3's report: the constraint over training (episode cost against the limit, lambda), the
+learning curves, and the held-out tables of the phase-3 and phase-2 policies and the baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tj_hybrid.phase2.plots import plot_heldout
+from tj_hybrid.run_dir import PhaseDir
+from tj_monitor import atomic_write_json, atomic_write_text
+
+__all__ = ["HIGHLIGHT", "plot_constraint", "plot_phase3_learning", "write_phase3_report"]
+
+HIGHLIGHT = {"phase3": "tab:blue", "phase2": "tab:green"}
+
+
+def _rows(metrics_jsonl: Path) -> list[dict[str, Any]]:
+    if not metrics_jsonl.is_file():
+        return []
+    return [json.loads(x) for x in metrics_jsonl.read_text().splitlines() if x.strip()]
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["step"], r[key]) for r in rows
+           if isinstance(r.get(key), (int, float)) and r[key] == r[key]]  # fmt: skip
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_constraint(metrics_jsonl: Path, out: Path) -> Path | None:
+    """``constraint.png``: mean episode cost per iteration against the limit, lambda beside it."""
+    from matplotlib.figure import Figure
+
+    rows = _rows(metrics_jsonl)
+    x, cost = _series(rows, "episode_cost_mean")
+    if not x:
+        return None
+    fig = Figure(figsize=(8, 3.6))
+    ax = fig.subplots()
+    ax.plot(x, cost, marker="o", label="mean episode cost (training)")
+    lx, limit = _series(rows, "cost_limit")
+    ax.plot(lx, limit, linestyle="--", color="tab:red", label="cost limit")
+    ax.set_xlabel("phase-3 iteration")
+    ax.set_ylabel("episode cost")
+    ax.grid(alpha=0.3)
+    twin = ax.twinx()
+    kx, lam = _series(rows, "lambda")
+    twin.plot(kx, lam, color="tab:purple", label="lambda")
+    twin.set_ylabel("lambda")
+    lines = ax.get_legend_handles_labels()
+    more = twin.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def plot_phase3_learning(metrics_jsonl: Path, out: Path) -> Path | None:
+    """``learning.png``: return, entropy, KL and the data-wait fraction per iteration."""
+    from matplotlib.figure import Figure
+
+    rows = _rows(metrics_jsonl)
+    panels = [("episode_return_mean", "episode return (training traffic)"),
+              ("policy/entropy", "policy entropy"), ("policy/approx_kl", "approx. KL"),
+              ("time/data_wait_fraction", "data-wait fraction")]  # fmt: skip
+    panels = [(k, t) for k, t in panels if _series(rows, k)[0]]
+    if not panels:
+        return None
+    fig = Figure(figsize=(10, 2.6 * ((len(panels) + 1) // 2)))
+    axes = fig.subplots((len(panels) + 1) // 2, 2, squeeze=False).ravel()
+    for ax, (key, title) in zip(axes, panels, strict=False):
+        x, y = _series(rows, key)
+        ax.plot(x, y, marker="o" if len(x) < 40 else None)
+        ax.set_title(title)
+        ax.set_xlabel("phase-3 iteration")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any]
+                        ) -> Path:  # fmt: skip
+    """``phase3/report.md`` + PNGs; the evaluation is saved to ``eval.json``."""
+    atomic_write_json(pdir.eval, {k: {"summary": v["summary"], "rows": v["rows"]}
+                                  for k, v in evaluation.items()})  # fmt: skip
+    pngs = [p for p in (plot_constraint(pdir.metrics, pdir.root / "constraint.png"),
+                        plot_phase3_learning(pdir.metrics, pdir.root / "learning.png"),
+                        plot_heldout({k: {"summary": v["summary"]} for k, v in evaluation.items()},
+                                     pdir.root / "heldout.png", highlight=HIGHLIGHT),
+                        plot_heldout({k: {"summary": v["summary"]} for k, v in evaluation.items()},
+                                     pdir.root / "heldout_cost.png", metric="cost",
+                                     highlight=HIGHLIGHT)) if p]  # fmt: skip
+    summary = evaluation["held_out"]["summary"]
+    delay = {p: s["avg_delay"]["mean"] for p, s in summary.items()}
+    cost = {p: s["cost"]["mean"] for p, s in summary.items()}
+    lines = [
+        "# Phase 3: PPO-Lagrangian under a safety-cost limit (DDP on streamed rollouts)",
+        "",
+        *(f"- {k}: {v}" for k, v in facts.items()),
+        "",
+        "## Held-out traffic (route seeds never trained on; SUMO seeds never used)",
+        "",
+        f"Phase-3 policy: avg delay {delay.get('phase3', float('nan')):.2f} s, episode cost "
+        f"{cost.get('phase3', float('nan')):.1f}; phase-2 policy: "
+        f"{delay.get('phase2', float('nan')):.2f} s, {cost.get('phase2', float('nan')):.1f}.",
+        "",
+        evaluation["held_out"]["markdown"],
+        "",
+        "## Held-out traffic, ~30% heavier",
+        "",
+        evaluation["held_out_heavy"]["markdown"],
+        "",
+        "## Pictures",
+        "",
+        *[f"![{p.name}]({p.name})" for p in pngs],
+        "",
+    ]
+    atomic_write_text(pdir.report, "\n".join(lines))
+    return pdir.report

@@ -1,0 +1,108 @@
+"""The run's final report, ``runs/<run>/report.md``: every phase in one page.
+
+Written when phase 3 ends, from the run's own files: each phase's ``result.json`` (headline, wall
+time, data wait, memory before and after), phase 3's held-out evaluation (fixed-time,
+max-pressure, greedy, the phase-2 and the phase-3 policy side by side), the constraint and the
+learning curves (the phases' PNGs), and one memory curve across all phases
+(``tj_monitor.plot_memory_stages``) with the budget and the monitor's warn/cleanup lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tj_hybrid.phase import PhaseResult
+from tj_hybrid.run_dir import RunDir
+from tj_monitor import atomic_write_text
+
+__all__ = ["write_run_report"]
+
+_COLUMNS = (("avg_delay", "avg delay (s)"), ("avg_trip_time", "trip time (s)"),
+            ("mean_queue", "queue"), ("throughput", "throughput"), ("cost", "episode cost"),
+            ("cost_low_ttc", "low TTC"), ("cost_hard_braking", "hard braking"),
+            ("cost_emergency_braking", "emergency braking"), ("cost_teleport", "teleports"),
+            ("cost_collision", "collisions"), ("vetoes", "vetoes"))  # fmt: skip
+_ORDER = ("fixed-time", "max-pressure", "greedy", "phase2", "phase3")
+
+
+def _results(run_dir: RunDir) -> dict[str, PhaseResult]:
+    out = {}
+    for folder in ("phase1", "phase2", "phase3"):
+        result = PhaseResult.load(run_dir.phase(folder).result)
+        if result is not None:
+            out[folder] = result
+    return out
+
+
+def _table(summary: dict[str, Any]) -> list[str]:
+    policies = [p for p in _ORDER if p in summary] + [p for p in summary if p not in _ORDER]
+    cols = [(k, t) for k, t in _COLUMNS if k in next(iter(summary.values()))]
+    lines = ["| policy | " + " | ".join(t for _, t in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for p in policies:
+        cells = [f"{summary[p][k]['mean']:.2f} ± {summary[p][k]['std']:.2f}" for k, _ in cols]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _wait(name: str, result: PhaseResult) -> str:
+    m = result.metrics
+    if "data_wait_fraction" in m and isinstance(m["data_wait_fraction"], (int, float)):
+        return f"{m['data_wait_fraction']:.1%}"
+    if name == "phase2":
+        return "n/a (RLlib samples, then learns)"
+    return "n/a"
+
+
+def _mib(value: Any) -> str:
+    return f"{value / 2**20:.0f}" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+
+
+def write_run_report(run_dir: RunDir, *, phase3: PhaseResult | None = None) -> Path:
+    """Write ``report.md`` (+ ``memory.png``) in the run directory; returns its path."""
+    from tj_monitor import RunFormatError, load_stages, plot_memory_stages
+
+    results = _results(run_dir)
+    if phase3 is not None:
+        results["phase3"] = phase3
+    budget = next((r.metrics.get("budget_bytes") for r in results.values()
+                   if r.metrics.get("budget_bytes")), None)  # fmt: skip
+    try:
+        memory = plot_memory_stages(load_stages(run_dir.path, skip_bad_lines=True),
+                                    run_dir.path / "memory.png", budget=budget)  # fmt: skip
+    except RunFormatError:
+        memory = None
+    lines = [f"# Run {run_dir.path.name}: final report", "",
+             "| phase | result | wall (min) | data wait | peak tree PSS (MiB) | tree USS before -> after (MiB) |",
+             "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    for name, r in results.items():
+        m = r.metrics
+        wall = m.get("wall_s")
+        lines.append(
+            f"| {name} | {r.headline} | {f'{wall / 60:.1f}' if wall else '-'} | "
+            f"{_wait(name, r)} | {_mib(m.get('peak_tree_pss'))} | "
+            f"{_mib(m.get('tree_uss_before'))} -> {_mib(m.get('tree_uss_after'))} |")  # fmt: skip
+    eval_path = run_dir.phase("phase3").eval
+    if eval_path.is_file():
+        evaluation = json.loads(eval_path.read_text())
+        for label, title in (("held_out", "Held-out traffic (route seeds never trained on)"),
+                             ("held_out_heavy", "Held-out traffic, ~30% heavier")):  # fmt: skip
+            if label in evaluation:
+                lines += ["", f"## {title}", "", *_table(evaluation[label]["summary"])]
+    pictures = [("phase3/constraint.png", "episode cost against the limit, and lambda"),
+                ("phase3/heldout.png", "held-out delay"), ("phase3/heldout_cost.png",
+                 "held-out episode cost"), ("phase2/learning.png", "phase 2 learning curves"),
+                ("phase3/learning.png", "phase 3 learning curves")]  # fmt: skip
+    lines += ["", "## Pictures", ""]
+    if memory is not None:
+        lines.append("Memory across all phases (tree PSS; budget and the monitor's thresholds):\n\n"
+                     f"![memory]({memory.name})\n")  # fmt: skip
+    for rel, what in pictures:
+        if (run_dir.path / rel).is_file():
+            lines.append(f"{what}:\n\n![{what}]({rel})\n")
+    lines += ["", "Summarise the run's logs: `tj-monitor analyze " + str(run_dir.path) + "`", ""]
+    path = run_dir.path / "report.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path

@@ -1,0 +1,112 @@
+"""``--phase all`` end to end with real parts, tiny: phase 1 on the small dataset; RLlib PPO (2
+iterations) in a Ray session the phase starts and stops, its agent evaluated without Ray against
+the baselines on held-out traffic; phase 3 (PPO-Lagrangian, 2 gloo ranks, real collector processes
+and SUMO) from phase 2's agent; the final report; and a resumed run that repeats no finished phase.
+
+Learning quality is a benchmark (docs/BENCHMARKS.md), not asserted here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _ray_processes(run_dir: Path) -> list[str]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if ("raylet" in cmd or "gcs_server" in cmd or "ray::" in cmd) and str(run_dir) in cmd:
+            found.append(cmd[:120])
+    return found
+
+
+def _stray(run_root: Path) -> list[str]:
+    """Processes of this run left behind: Ray's, collectors, ranks, SUMO started from it."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "name"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if str(run_root) in cmd or "tj-collector" in (p.info["name"] or ""):
+            found.append(cmd[:120])
+    return found
+
+
+@pytest.mark.timeout(1800)  # three phases, then a resume: a loaded CI host is slow
+def test_phase_all_then_resume_repeats_nothing(
+    small_args: list[str], tiny_phase2: list[str], tiny_phase3: list[str], tmp_path: Path,
+    run: Any,
+) -> None:  # fmt: skip
+    args = [*small_args, "--set", "run.name=p2", "--set", "phase1.steps=10",
+            "--set", "phase1.eval_batches=2", *tiny_phase2, *tiny_phase3]  # fmt: skip
+    out = run(*args, "--phase", "all", timeout=1200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "phase 1 done" in out.stdout and "phase 2 done: held-out avg delay" in out.stdout
+    assert "phase 3 done: held-out avg delay" in out.stdout
+    pdir = tmp_path / "runs" / "p2" / "phase2"
+    assert sorted(p.name for p in (pdir / "checkpoints").iterdir()) == ["iter-00001", "iter-00002"]
+    rows = [json.loads(x) for x in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and "train/total_loss" in rows[-1]
+    evaluation = json.loads((pdir / "eval.json").read_text())
+    for label in ("held_out", "held_out_heavy"):
+        assert set(evaluation[label]["summary"]) == {"phase2", "fixed-time", "max-pressure",
+                                                     "greedy"}  # fmt: skip
+    report = (pdir / "report.md").read_text()
+    assert "Held-out traffic" in report and "| phase2 |" in report
+    result = json.loads((pdir / "result.json").read_text())
+    assert result["agent"] == str(pdir / "agent")
+    assert not _ray_processes(tmp_path / "runs"), "Ray processes left behind"
+
+    # the exported agent is a tj-models agent, loadable without Ray, frozen GNN = phase 1's
+    from safetensors.torch import load_file
+
+    p1 = load_file(str(tmp_path / "runs" / "p2" / "phase1" / "agent" / "model.safetensors"))
+    p2 = load_file(str(pdir / "agent" / "model.safetensors"))
+    encoder = [k for k in p1 if k.startswith("world_model.encoder.")]
+    assert encoder and all((p1[k] == p2[k]).all() for k in encoder)
+    assert any(not (p1[k] == p2[k]).all() for k in p1 if k.startswith("controller."))
+
+    _check_phase3(tmp_path / "runs" / "p2", p2)
+    assert not _stray(tmp_path / "runs"), "processes left behind"
+
+    again = run(*args, "--phase", "all", "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "phase 1 (world-model pretraining) already finished" in again.stderr
+    assert "phase 2 (safe RL with Ray RLlib PPO in SUMO) already finished" in again.stderr
+    assert "phase 3 (constrained optimisation" in again.stderr and "already finished" in again.stderr
+
+
+def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
+    """Phase 3's artefacts: 3 iterations logged with lambda and the calibrated limit, checkpoints,
+    an agent whose GNN is phase 2's and whose controller moved, the held-out table with both
+    trained policies and the baselines, and the run's final report."""
+    from safetensors.torch import load_file
+
+    pdir = run_dir / "phase3"
+    rows = [json.loads(x) for x in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["lambda"] >= 0 and "loss/shield" in r for r in rows)
+    assert rows[-1]["cost_limit"] > 0, "the cost limit was never calibrated (no episode ended?)"
+    assert all(r["queue/bytes_peak"] <= r["queue/bytes_bound"] for r in rows)
+    assert [p.name for p in (pdir / "checkpoints").glob("ckpt-*.pt")]
+    p3 = load_file(str(pdir / "agent" / "model.safetensors"))
+    gnn = [k for k in p2 if k.startswith("world_model.encoder.")]
+    assert gnn and all((p2[k] == p3[k]).all() for k in gnn)
+    assert any(not (p2[k] == p3[k]).all() for k in p2 if k.startswith("controller."))
+    assert any(not (p2[k] == p3[k]).all() for k in p2 if k.startswith("shield."))
+    evaluation = json.loads((pdir / "eval.json").read_text())
+    for label in ("held_out", "held_out_heavy"):
+        assert set(evaluation[label]["summary"]) == {"phase3", "phase2", "fixed-time",
+                                                     "max-pressure", "greedy"}  # fmt: skip
+        assert all("cost" in m for m in evaluation[label]["summary"].values())
+    for png in ("constraint.png", "learning.png", "heldout.png", "memory.png"):
+        assert (pdir / png).stat().st_size > 0, png
+    report = (run_dir / "report.md").read_text()
+    assert "| phase3 |" in report and "| phase2 |" in report and "| fixed-time |" in report
+    assert (run_dir / "memory.png").stat().st_size > 0
+    result = json.loads((pdir / "result.json").read_text())
+    assert result["metrics"]["wall_s"] > 0 and 0 <= result["metrics"]["data_wait_fraction"] <= 1
