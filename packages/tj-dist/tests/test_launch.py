@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -69,6 +70,10 @@ def test_rank_killed_by_signal_does_not_hang_the_others(tmp_path: Path) -> None:
     assert all(_gone(pid) for pid in _pids(tmp_path))
     assert not _spawned_children()
     assert _no_stale_ranks()
+    # a launcher in a child process sends it to its parent: it must come back as itself
+    back = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(back, tj_dist.RankFailedError) and str(back) == str(info.value)
+    assert (back.rank, back.exitcode, back.child_traceback) == (1, -9, info.value.child_traceback)
 
 
 @pytest.mark.timeout(120)

@@ -60,10 +60,17 @@ class RankFailedError(RuntimeError):
         self.rank = rank
         self.exitcode = exitcode
         self.child_traceback = child_traceback
+        self._message = message
         text = f"rank {rank} {message}"
         if child_traceback:
             text += f"\n\n--- traceback in rank {rank} ---\n{child_traceback.rstrip()}"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable with its fields: a launcher in a child process (tj-hybrid's isolated phase)
+        # sends it to its parent, which must get a RankFailedError back, not a TypeError
+        return (type(self), (self.rank, self._message, self.child_traceback, self.exitcode),
+                {"__cause__": None})
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -11,7 +11,7 @@ from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.phase import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
-__all__ = ["PHASE", "Phase3"]
+__all__ = ["PHASE", "Phase3", "run_phase3"]
 
 log = logging.getLogger(__name__)
 
@@ -28,62 +28,38 @@ class Phase3:
         check_writable_dir(config.phase1.data.path.parent, "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
-        import tj_dist
-        from tj_hybrid.handoff import load_handoff
-        from tj_hybrid.phase3.evaluate import evaluate_phase3
-        from tj_hybrid.phase3.plan import plan_phase3
+        from tj_hybrid.isolate import run_isolated
         from tj_hybrid.phase3.report import write_phase3_report
-        from tj_hybrid.phase3.train import Phase3Job, train_rank
         from tj_hybrid.report import write_run_report
         from tj_monitor import MemoryMonitor, memory_limit, tree_memory
 
         cfg, pdir = context.config, context.phase_dir.create()
         if context.previous_agent is None:
             raise ConfigError("phase 3 starts from phase 2's agent; none was given")
-        load_handoff(context.previous_agent, context.spec)  # checksum + fit, before any process
-        env = tj_dist.detect_environment()
-        tj_dist.apply_env_defaults(env)
         budget = cfg.memory.budget_bytes(memory_limit())
+        # The ranks, their collectors and the evaluation (torch, tj-models, libsumo in-process)
+        # live in a child that ends with the phase: the tree returns to its level of before.
         before = tree_memory()
-        t0 = time.perf_counter()
         monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
         with monitor:
-            plan = plan_phase3(cfg, agent_dir=context.previous_agent,
-                               temp_dir=pdir.root / "episodes", budget=budget)  # fmt: skip
-            job = Phase3Job(cfg=cfg, phase_dir=pdir, agent_dir=str(context.previous_agent),
-                            env_config=plan.env_config, space=plan.space, world=plan.world,
-                            collectors_per_rank=plan.collectors_per_rank,
-                            queue_bytes=plan.queue_bytes, budget=budget,
-                            resume=context.resume,
-                            threads=plan.threads,
-                            log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
-            if plan.world.nprocs == 1:
-                summary = train_rank(job)
-            else:
-                summary = tj_dist.launch_local(train_rank, plan.world.nprocs, job,
-                                               backend=plan.world.backend)[0]  # fmt: skip
-            assert summary is not None
-            t_train = time.perf_counter() - t0
-            evaluation = evaluate_phase3(
-                cfg, plan.setup, {"phase3": pdir.agent, "phase2": context.previous_agent},
-                shielded={"phase3": cfg.phase3.shield_threshold}
-                if cfg.phase3.shield_threshold is not None else None)  # fmt: skip
+            out = run_isolated(run_phase3, context, budget)
         after = tree_memory()
         monitor.save(pdir.memory)
         monitor.plot(pdir.root / "memory.png")
         peak = monitor.peaks.get("tree_pss") or 0
-        needed = _collectors_needed(summary, plan.collectors_per_rank * plan.world.nprocs)
+        summary, evaluation = out["summary"], out["evaluation"]
+        needed = _collectors_needed(summary, out["collectors"])
         facts = {
-            "plan": plan.reason,
+            "plan": out["plan"],
             "iterations": summary["iterations"], "policy version": summary["policy_version"],
-            "cost limit": f"{summary['cost_limit']:.2f}" if summary["cost_limit"] is not None else "n/a",
+            "cost limit": _limit(summary["cost_limit"]),
             "final lambda": f"{summary['lambda']:.4f}",
             "data-wait fraction": f"{summary['data_wait_fraction']:.1%} ({needed})",
             "stale samples dropped": int(summary["dropped_stale"]),
             "collector restarts": int(summary["collector_restarts"]),
             "queue peak / bound per rank (MiB)":
-                f"{summary['queue_bytes_peak'] / 2**20:.1f} / {plan.queue_bytes / 2**20:.1f}",
-            "train wall s": round(t_train, 1),
+                f"{summary['queue_bytes_peak'] / 2**20:.1f} / {out['queue_bytes'] / 2**20:.1f}",
+            "train wall s": round(out["train_wall_s"], 1),
             "peak process-tree PSS (MiB)": f"{peak / 2**20:.0f} of a {budget / 2**20:.0f} budget",
             "tree USS before / after phase 3 (MiB)":
                 f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
@@ -98,13 +74,52 @@ class Phase3:
             headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
                       f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
                       f"{cost['phase2']:.1f}; limit {_limit(summary['cost_limit'])})"),
-            metrics={**summary, "avg_delay": delay, "cost": cost, "train_wall_s": t_train,
-                     "peak_tree_pss": peak, "budget_bytes": budget,
-                     "tree_uss_before": before.uss, "tree_uss_after": after.uss,
-                     "tree_pss_before": before.pss, "tree_pss_after": after.pss},
+            metrics={**summary, "avg_delay": delay, "cost": cost,
+                     "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
+                     "budget_bytes": budget, "tree_uss_before": before.uss,
+                     "tree_uss_after": after.uss, "tree_pss_before": before.pss,
+                     "tree_pss_after": after.pss},
         )  # fmt: skip
         write_run_report(context.run_dir, phase3=result)
         return result
+
+
+def run_phase3(context: PhaseContext, budget: int) -> dict:
+    """The isolated child: plan, the DDP ranks (each with its collectors), then the held-out
+    evaluation of the phase-3 and phase-2 policies against the baselines (no Ray)."""
+    import tj_dist
+    from tj_hybrid.handoff import load_handoff
+    from tj_hybrid.phase3.evaluate import evaluate_phase3
+    from tj_hybrid.phase3.plan import plan_phase3
+    from tj_hybrid.phase3.train import Phase3Job, train_rank
+
+    cfg, pdir = context.config, context.phase_dir
+    assert context.previous_agent is not None
+    load_handoff(context.previous_agent, context.spec)  # checksum + fit, before any process
+    tj_dist.apply_env_defaults(tj_dist.detect_environment())
+    t0 = time.perf_counter()
+    plan = plan_phase3(cfg, agent_dir=context.previous_agent, temp_dir=pdir.root / "episodes",
+                       budget=budget)  # fmt: skip
+    job = Phase3Job(cfg=cfg, phase_dir=pdir, agent_dir=str(context.previous_agent),
+                    env_config=plan.env_config, space=plan.space, world=plan.world,
+                    collectors_per_rank=plan.collectors_per_rank, queue_bytes=plan.queue_bytes,
+                    budget=budget, resume=context.resume, threads=plan.threads,
+                    log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
+    if plan.world.nprocs == 1:
+        summary = train_rank(job)
+    else:
+        summary = tj_dist.launch_local(train_rank, plan.world.nprocs, job,
+                                       backend=plan.world.backend)[0]  # fmt: skip
+    assert summary is not None
+    train_wall = time.perf_counter() - t0
+    shielded = ({"phase3": cfg.phase3.shield_threshold}
+                if cfg.phase3.shield_threshold is not None else None)  # fmt: skip
+    evaluation = evaluate_phase3(cfg, plan.setup, {"phase3": pdir.agent,
+                                                   "phase2": context.previous_agent},
+                                 shielded=shielded)  # fmt: skip
+    return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
+            "queue_bytes": plan.queue_bytes, "train_wall_s": train_wall,
+            "collectors": plan.collectors_per_rank * plan.world.nprocs}  # fmt: skip
 
 
 def _limit(value: float | None) -> str:
