@@ -1,6 +1,6 @@
 """The run's final report, ``runs/<run>/report.md``: every phase in one page.
 
-Written when phase 3 ends, from the run's own files: each phase's ``result.json`` (headline, wall
+Written by the runner after every phase, from the run's own files: each phase's ``result.json`` (headline, wall
 time, data wait, memory before and after), phase 3's held-out evaluation (fixed-time,
 max-pressure, greedy, the phase-2 and the phase-3 policy side by side), the constraint and the
 learning curves (the phases' PNGs), and one memory curve across all phases
@@ -50,6 +50,9 @@ def _table(summary: dict[str, Any]) -> list[str]:
 def _wait(name: str, result: PhaseResult) -> str:
     m = result.metrics
     if "data_wait_fraction" in m and isinstance(m["data_wait_fraction"], (int, float)):
+        steady = m.get("data_wait_fraction_steady")
+        if isinstance(steady, (int, float)) and math.isfinite(steady):
+            return f"{m['data_wait_fraction']:.1%} ({steady:.1%} after the first iteration)"
         return f"{m['data_wait_fraction']:.1%}"
     if name == "phase2":
         return "n/a (RLlib samples, then learns)"
@@ -60,13 +63,11 @@ def _mib(value: Any) -> str:
     return f"{value / 2**20:.0f}" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
 
 
-def write_run_report(run_dir: RunDir, *, phase3: PhaseResult | None = None) -> Path:
+def write_run_report(run_dir: RunDir) -> Path:
     """Write ``report.md`` (+ ``memory.png``) in the run directory; returns its path."""
     from tj_monitor import RunFormatError, load_stages, plot_memory_stages
 
     results = _results(run_dir)
-    if phase3 is not None:
-        results["phase3"] = phase3
     budget = next((r.metrics.get("budget_bytes") for r in results.values()
                    if r.metrics.get("budget_bytes")), None)  # fmt: skip
     try:

@@ -24,6 +24,7 @@ from tj_hybrid.interrupt import RunInterrupted, stop_on_signals
 from tj_hybrid.phase import PhaseContext, PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec
 from tj_hybrid.preflight import preflight
+from tj_hybrid.report import write_run_report
 from tj_hybrid.run_dir import RunDir
 from tj_monitor import atomic_write_text
 
@@ -97,6 +98,7 @@ def _run_phases(loaded: LoadedConfig, specs: Sequence[PhaseSpec], run_dir: RunDi
         result = dataclasses.replace(result, metrics={**result.metrics, "wall_s": wall})
         result.save(pdir.result)
         done[spec.name] = result
+        write_run_report(run_dir)  # runs/<run>/report.md: every finished phase so far
         print(f"phase {spec.name} done: {result.headline}; report {result.report}", flush=True)
 
 

@@ -1,6 +1,6 @@
 """Phase 3 as the registry sees it: plan, DDP ranks with their collectors under a memory monitor,
 then the exported agent evaluated without Ray against the phase-2 policy and the baselines, the
-phase report, and the run's final report (all phases)."""
+phase report (the runner then writes the run's final report)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ class Phase3:
     def run(self, context: PhaseContext) -> PhaseResult:
         from tj_hybrid.isolate import run_isolated
         from tj_hybrid.phase3.report import write_phase3_report
-        from tj_hybrid.report import write_run_report
         from tj_monitor import MemoryMonitor, memory_limit, tree_memory
 
         cfg, pdir = context.config, context.phase_dir.create()
@@ -54,7 +53,9 @@ class Phase3:
             "iterations": summary["iterations"], "policy version": summary["policy_version"],
             "cost limit": _limit(summary["cost_limit"]),
             "final lambda": f"{summary['lambda']:.4f}",
-            "data-wait fraction": f"{summary['data_wait_fraction']:.1%} ({needed})",
+            "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
+                                  f"(after the first iteration: "
+                                  f"{summary['data_wait_fraction_steady']:.1%}; {needed})",
             "stale samples dropped": int(summary["dropped_stale"]),
             "collector restarts": int(summary["collector_restarts"]),
             "queue peak / bound per rank (MiB)":
@@ -80,7 +81,6 @@ class Phase3:
                      "tree_uss_after": after.uss, "tree_pss_before": before.pss,
                      "tree_pss_after": after.pss},
         )  # fmt: skip
-        write_run_report(context.run_dir, phase3=result)
         return result
 
 
@@ -128,7 +128,9 @@ def _limit(value: float | None) -> str:
 
 def _collectors_needed(summary: dict, collectors: int) -> str:
     """How many collectors would hide the data wait, from this run's own rates."""
-    wait, train = summary["data_wait_fraction"], summary["train_fraction"]
+    wait, train = summary["data_wait_fraction_steady"], summary["train_fraction"]
+    if wait != wait:  # one iteration only: no steady state
+        wait = summary["data_wait_fraction"]
     if wait < 0.10 or train <= 0:
         return f"{collectors} collector(s) keep it under 10%"
     # collectors produce while the ranks train; waiting means they produce too slowly by

@@ -194,7 +194,11 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
     bar = StepProgress("phase 3: PPO-Lagrangian", total=p3.iterations, start=progress.iteration,
                        enabled=rank == 0)  # fmt: skip
     per_rank = p3.samples_per_iteration // world
-    totals = {"wait": 0.0, "wall": 0.0, "train": 0.0, "dropped": 0, "queue_peak": 0}
+    # the first iteration of a run also waits for the collectors to start (imports, SUMO): the
+    # steady-state fraction leaves it out
+    totals = {"wait": 0.0, "wall": 0.0, "train": 0.0, "dropped": 0, "queue_peak": 0,
+              "wait_steady": 0.0, "wall_steady": 0.0}  # fmt: skip
+    first = progress.iteration
     try:
         if progress.iteration < p3.iterations:  # a resume of a finished run only exports
             pool.start()
@@ -235,6 +239,9 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
             wall = time.perf_counter() - t_it
             totals["wait"] += wait
             totals["wall"] += wall
+            if it > first:
+                totals["wait_steady"] += wait
+                totals["wall_steady"] += wall
             totals["train"] += train_s
             totals["dropped"] += dropped
             totals["queue_peak"] = pool.stats.queue_peak
@@ -309,6 +316,7 @@ def _finish(job: Phase3Job, agent: TrafficAgent, pool: CollectorPool, totals: di
             progress: Progress, lam: float) -> dict[str, Any] | None:  # fmt: skip
     """Rank 0 saves the agent; every rank's data-path totals are reduced first."""
     s = sum_over_ranks({"wait": totals["wait"], "wall": totals["wall"], "train": totals["train"],
+                        "wait_steady": totals["wait_steady"], "wall_steady": totals["wall_steady"],
                         "dropped": float(totals["dropped"]), "samples": float(pool.stats.samples),
                         "restarts": float(pool.stats.restarts)})  # fmt: skip
     with tj_dist.rank_zero_only() as main:
@@ -316,6 +324,8 @@ def _finish(job: Phase3Job, agent: TrafficAgent, pool: CollectorPool, totals: di
             return None
         agent.save(job.phase_dir.agent)
         return {"data_wait_fraction": s["wait"] / max(s["wall"], 1e-9),
+                "data_wait_fraction_steady": (s["wait_steady"] / s["wall_steady"]
+                                              if s["wall_steady"] else float("nan")),
                 "train_fraction": s["train"] / max(s["wall"], 1e-9),
                 "dropped_stale": s["dropped"], "collector_samples": s["samples"],
                 "collector_restarts": s["restarts"], "queue_bytes_peak": totals["queue_peak"],
