@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -85,4 +86,7 @@ def test_tj_data_alone_in_a_fresh_venv_writes_reads_collates_without_report_libs
     out = run(python, "-c", SCRIPT, tmp_path / "store", timeout=300)
     lines = out.stdout.splitlines()
     assert "not installed: matplotlib,tensorboard,rich" in lines, out.stdout
-    assert any(line.startswith("tj-monitor 0.2.") for line in lines), out.stdout
+    version = tomllib.loads((PACKAGES / "tj-monitor" / "pyproject.toml").read_text())["project"][
+        "version"
+    ]
+    assert f"tj-monitor {version}" in lines, out.stdout  # the workspace's own, not a registry's
