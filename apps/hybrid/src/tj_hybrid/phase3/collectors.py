@@ -183,10 +183,11 @@ class CollectorPool:
             out, self._episodes = self._episodes, []
         return out
 
-    def _replace(self, slot: _Slot, why: str) -> _Slot | None:
-        """Record the death of ``slot``'s collector and start its next incarnation (None when
-        the pool is closing); raise after ``max_early_deaths`` deaths in a row before any
-        fragment."""
+    def _replace(self, i: int, why: str) -> bool:
+        """Record the death of slot ``i``'s collector and start its next incarnation in that slot
+        (False when the pool is closing); raise after ``max_early_deaths`` deaths in a row before
+        any fragment. ``stats.restarts`` counts a replacement once it is in its slot."""
+        slot = self._slots[i]
         with contextlib.suppress(OSError):
             slot.conn.close()
         slot.proc.join(timeout=2.0)  # its pipe closes while it exits: let it report its own code
@@ -197,17 +198,18 @@ class CollectorPool:
         death = f"collector {slot.index} (pid {slot.proc.pid}, {what}; {why})"
         self.stats.deaths.append(death)
         if self._stop.is_set():
-            return None
+            return False
         early = slot.early_deaths + 1 if slot.fragments == 0 else 0
         if early >= self.max_early_deaths:
             raise RuntimeError(f"collector {slot.index} died {early} times in a row before its "
                                f"first fragment; last: {death}")  # fmt: skip
-        self.stats.restarts += 1
         log.warning("%s: collector %d (pid %s) died (%s; %s); starting a new one", self.name,
                     slot.index, slot.proc.pid, what, why)  # fmt: skip
         new = self._spawn(slot.index, slot.incarnation + 1)
         new.early_deaths = early
-        return new
+        self._slots[i] = new
+        self.stats.restarts += 1
+        return True
 
     def _put(self, sample: Mapping[str, Any]) -> bool:
         while not self._stop.is_set():
@@ -231,9 +233,8 @@ class CollectorPool:
                     except (EOFError, OSError, ValueError) as exc:  # died (maybe mid-send)
                         if self._stop.is_set():
                             return
-                        if (new := self._replace(self._slots[i], type(exc).__name__)) is None:
+                        if not self._replace(i, type(exc).__name__):
                             return
-                        self._slots[i] = new
                         continue
                     with self._lock:
                         self._episodes.extend(fragment.episodes)
@@ -247,10 +248,8 @@ class CollectorPool:
                 for i, slot in enumerate(self._slots):  # died without closing the pipe (yet)
                     # a readable pipe is read first: its last fragments, then EOF, replace it
                     dead = not slot.proc.is_alive() and not slot.conn.poll()
-                    if dead and not self._stop.is_set():
-                        if (new := self._replace(slot, "not alive")) is None:
-                            return
-                        self._slots[i] = new
+                    if dead and not self._stop.is_set() and not self._replace(i, "not alive"):
+                        return
         except BaseException as exc:  # reported to the reader (SampleStream)
             self._error = exc
             log.exception("%s: the collector pump failed", self.name)
