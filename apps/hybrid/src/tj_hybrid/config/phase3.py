@@ -77,7 +77,7 @@ class Phase3Section:
     iteration's episodes (all collected with the phase-2 weights)."""
 
     iterations: int = 30
-    samples_per_iteration: int = 1024
+    samples_per_iteration: int = 2048
     effective_batch: int = 256
     micro_batch: int = 64
     epochs: int = 4
