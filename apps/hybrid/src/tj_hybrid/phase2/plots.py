@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_heldout", "plot_learning"]
+__all__ = ["PHASE2_PANELS", "plot_heldout", "plot_learning"]
 
 
 def _figure() -> Any:
@@ -16,22 +16,33 @@ def _figure() -> Any:
     return Figure
 
 
-def plot_learning(metrics_jsonl: Path, out: Path) -> Path | None:
-    """``learning.png``: return, entropy, KL and env steps/s against the iteration."""
+PHASE2_PANELS = (("episode/return_mean", "episode return (training traffic)"),
+                 ("train/entropy", "policy entropy"), ("train/mean_kl", "KL per iteration"),
+                 ("env_steps_per_s", "env steps / s"))  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == value  # NaN: an iteration without episodes
+
+
+def plot_learning(metrics_jsonl: Path, out: Path,
+                  panels: tuple[tuple[str, str], ...] = PHASE2_PANELS,
+                  xlabel: str = "PPO iteration") -> Path | None:  # fmt: skip
+    """``learning.png``: one panel per (metric key, title) that the run logged, against the
+    iteration (phase 2's return, entropy, KL and env steps/s by default)."""
+    if not metrics_jsonl.is_file():
+        return None
     rows = [json.loads(x) for x in metrics_jsonl.read_text().splitlines() if x.strip()]
-    panels = [("episode/return_mean", "episode return (training traffic)"),
-              ("train/entropy", "policy entropy"), ("train/mean_kl", "KL per iteration"),
-              ("env_steps_per_s", "env steps / s")]  # fmt: skip
-    panels = [(k, t) for k, t in panels if any(isinstance(r.get(k), (int, float)) for r in rows)]
+    panels = tuple((k, t) for k, t in panels if any(_number(r.get(k)) for r in rows))
     if not panels:
         return None
     fig = _figure()(figsize=(10, 2.6 * ((len(panels) + 1) // 2)))
     axes = fig.subplots((len(panels) + 1) // 2, 2, squeeze=False).ravel()
     for ax, (key, title) in zip(axes, panels, strict=False):
-        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        pts = [(r["step"], r[key]) for r in rows if _number(r.get(key))]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if len(pts) < 40 else None)
         ax.set_title(title)
-        ax.set_xlabel("PPO iteration")
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     for ax in axes[len(panels):]:
         ax.set_visible(False)

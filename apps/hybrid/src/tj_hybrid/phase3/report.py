@@ -7,11 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tj_hybrid.phase2.plots import plot_heldout
+from tj_hybrid.phase2.plots import plot_heldout, plot_learning
 from tj_hybrid.run_dir import PhaseDir
 from tj_monitor import atomic_write_json, atomic_write_text
 
-__all__ = ["HIGHLIGHT", "plot_constraint", "plot_phase3_learning", "write_phase3_report"]
+__all__ = [
+    "HIGHLIGHT",
+    "PHASE3_PANELS",
+    "plot_constraint",
+    "plot_phase3_learning",
+    "write_phase3_report",
+]
 
 HIGHLIGHT = {"phase3": "tab:blue", "phase2": "tab:green"}
 
@@ -56,30 +62,14 @@ def plot_constraint(metrics_jsonl: Path, out: Path) -> Path | None:
     return out
 
 
+PHASE3_PANELS = (("episode_return_mean", "episode return (training traffic)"),
+                 ("policy/entropy", "policy entropy"), ("policy/approx_kl", "approx. KL"),
+                 ("time/data_wait_fraction", "data-wait fraction"))  # fmt: skip
+
+
 def plot_phase3_learning(metrics_jsonl: Path, out: Path) -> Path | None:
     """``learning.png``: return, entropy, KL and the data-wait fraction per iteration."""
-    from matplotlib.figure import Figure
-
-    rows = _rows(metrics_jsonl)
-    panels = [("episode_return_mean", "episode return (training traffic)"),
-              ("policy/entropy", "policy entropy"), ("policy/approx_kl", "approx. KL"),
-              ("time/data_wait_fraction", "data-wait fraction")]  # fmt: skip
-    panels = [(k, t) for k, t in panels if _series(rows, k)[0]]
-    if not panels:
-        return None
-    fig = Figure(figsize=(10, 2.6 * ((len(panels) + 1) // 2)))
-    axes = fig.subplots((len(panels) + 1) // 2, 2, squeeze=False).ravel()
-    for ax, (key, title) in zip(axes, panels, strict=False):
-        x, y = _series(rows, key)
-        ax.plot(x, y, marker="o" if len(x) < 40 else None)
-        ax.set_title(title)
-        ax.set_xlabel("phase-3 iteration")
-        ax.grid(alpha=0.3)
-    for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return out
+    return plot_learning(metrics_jsonl, out, PHASE3_PANELS, xlabel="phase-3 iteration")
 
 
 def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any]
