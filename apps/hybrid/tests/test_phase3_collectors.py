@@ -2,8 +2,8 @@
 collectors (back-pressure, not memory), a SIGKILLed collector (also mid-send) is replaced and
 counted, a collector that keeps dying before its first fragment fails the pool instead of
 restarting forever, ``close()`` leaves no process behind, and ``SampleStream`` raises naming the
-pool when nothing arrives (injected clock). The last test runs the real ``collector_main`` (a tiny
-agent on the embedded scenario) and SIGKILLs it mid-run.
+pool when nothing arrives (injected clock). The real ``collector_main`` is tested in
+``test_phase3_real_collector.py``.
 
 The collectors are spawned: each imports this module by name to find its target, so its top level
 stays light (no torch; the pool is imported inside the tests) and the test collectors send a
@@ -414,66 +414,3 @@ def test_stream_raises_naming_the_pool_when_no_sample_comes() -> None:
     assert "no rollout sample for 5 s" in text and "rank7" in text
     assert "1/1 collector(s) alive" in text and str(pool.pids()[0]) in text
     assert "4 fragment(s)" in text and "deaths: none" in text
-
-
-# ---------------------------------------------------------------------- the real collector
-@pytest.fixture(scope="module")
-def real_spec(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
-    """A ``CollectorSpec`` of the real collector (tiny agent, embedded scenario, 60 s episodes)
-    and the rollout schema of its samples."""
-    import dataclasses
-
-    import torch
-
-    from tj_hybrid.phase3.collectors import CollectorSpec
-    from tj_models import TrafficAgent, TrafficAgentConfig
-    from tj_rl import EnvConfig, TrafficSignalCore, default_scenario
-    from tj_rl.rollout import rollout_schema
-
-    scenario = default_scenario(REPO / "configs/scenarios/default/default.sumocfg").replace(end=60.0)
-    env = EnvConfig(metrics=False)
-    core = TrafficSignalCore(env, scenario=scenario)
-    try:
-        light = core.possible_agents[0]
-        space, actions = core.observation_spaces[light], int(core.action_spaces[light].n)
-    finally:
-        core.close()
-    base = TrafficAgentConfig.preset("tiny", max_actions=actions)
-    movements = int(space["movement"].high.max()) + 1
-    config = dataclasses.replace(base, gnn=dataclasses.replace(base.gnn,
-                                                               num_movements=max(movements, 16)))
-    torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("phase3-collector")
-    agent_dir = TrafficAgent(config).save(root / "agent")
-    fields = {f.name: getattr(env, f.name) for f in dataclasses.fields(env)}
-    spec = CollectorSpec(env_config={**fields, "scenario": scenario}, agent_dir=str(agent_dir),
-                         weights=str(root / "weights.safetensors"), fragment_steps=4, gamma=0.99,
-                         lam=0.95, seed=5)  # fmt: skip
-    return spec, rollout_schema(space)
-
-
-@pytest.mark.slow
-def test_real_collector_sigkilled_mid_run_is_replaced(real_spec: tuple[Any, Any]) -> None:
-    from tj_data import LiveQueue
-    from tj_hybrid.phase3.collectors import CollectorPool
-
-    spec, schema = real_spec
-    pool = CollectorPool(spec, 1, LiveQueue(max_items=1 << 20, max_bytes=8 << 20), name="rank0")
-    with pool:
-        first = _get(pool, timeout=180)
-        schema.validate_sample(first)
-        assert int(first["version"]) == 0
-        victim = pool.pids()[0]
-        os.kill(victim, signal.SIGKILL)
-        _until(lambda: pool.stats.restarts == 1, "the replacement", timeout=180)
-        assert pool.pids()[0] != victim and _gone(victim)
-        assert "SIGKILL" in pool.stats.deaths[0]
-        while len(pool.queue):  # what the killed one had sent
-            _get(pool)
-        fresh = pool.stats.samples
-        for i in range(8):  # the replacement's samples, of the rollout schema
-            sample = _get(pool, timeout=180)
-            schema.validate_sample(sample, where=f"sample {i} after the restart")
-        assert pool.stats.samples >= fresh + 8
-        assert pool.error is None
-    assert _gone(pool.pids()[0])
