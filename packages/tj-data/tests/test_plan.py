@@ -4,7 +4,6 @@ measured tree PSS, a budget that holds over an epoch, errors naming the term, se
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,17 +27,15 @@ from tj_data import (
     hand_plans,
     plan_loader,
 )
+from tj_data.synthetic import SCHEMA, make_block
 from tj_monitor import PeakPssSampler, tree_memory
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-from _bench_common import SCHEMA, make_block
 
 MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """~170 MB npy store, 4 MB shards (heavy-tailed graph sizes, like bench_read's)."""
+    """~170 MB npy store, 4 MB shards (heavy-tailed graph sizes from tj_data.synthetic, as in the data benchmark)."""
     path = tmp_path_factory.mktemp("big") / "s"
     rng = np.random.default_rng(0)
     with GraphStoreWriter(path, SCHEMA, shard_size=2048) as w:

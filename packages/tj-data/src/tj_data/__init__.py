@@ -8,7 +8,8 @@ Batching: `collate_graphs` -> `GraphBatch`; samplers `DistributedChunkSampler`,
 `ChunkShuffleSampler`, `ByteBudgetBatchSampler`. Import: `import_json_chunks`.
 Loading within a RAM budget: `plan_loader` -> `LoaderPlan`, `build_loader`, `autotune_loader`,
 `DynamicBatchSize`, `default_budget`. Caches: `LRUCache`, `DiskCache`, `TieredCache`. Data
-preparation: `compute_statistics`, `Normalizer`, `quantize_store`, `Augmenter`.
+preparation: `compute_statistics`, `Normalizer`, `quantize_store`, `Augmenter`. Synthetic graph
+blocks for tests, examples and benchmarks: `tj_data.synthetic`.
 """
 
 # Every public name is imported on first use (SPEC 1 lazy loading, scientific-python's

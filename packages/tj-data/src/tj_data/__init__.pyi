@@ -1,5 +1,6 @@
 """Names exported by tj_data, loaded lazily on first use (see __init__.py)."""
 
+from . import synthetic
 from ._version import __version__
 from .augment import AUGMENT_PRESETS, AugmentConfig, Augmenter
 from .autotune import (
@@ -147,5 +148,6 @@ __all__ = [
     "quantize_array",
     "quantize_store",
     "sample_to_pyg",
+    "synthetic",
     "worker_baseline",
 ]

@@ -3,7 +3,7 @@
 Why not the `diskcache` library: tj-data stays numpy/h5py/torch/psutil/cachetools (DESIGN §3);
 diskcache pickles values (reading a cache directory would run code) and has no checksum, so a
 file truncated by a crash could be returned; its LRU policy writes SQLite on every read, one
-lock shared by all DataLoader workers. `benchmarks/bench_cache.py` measures both.
+lock shared by all DataLoader workers. `uv run apps/bench cache` measures both.
 
 Design: one file per entry under a 256-way fan-out, named by a hash of the key. A write goes
 through tj-monitor's `atomic_open` (a temp file in the same directory renamed into place: a reader

@@ -7,11 +7,11 @@ what would be freed if the process exited. psutil reads ``/proc/<pid>/smaps_roll
 
 Descendants are found through ``/proc/<pid>/task/<tid>/children`` rather than psutil's
 ``children(recursive=True)``, which reads ``/proc/*/stat`` of every process on the machine:
-measured 0.07 ms against 1.5 ms per sample with 96 processes running (bench_overhead.py's
+measured 0.07 ms against 1.5 ms per sample with 96 processes running (the monitor benchmark's
 machine). psutil is the fallback where the kernel lacks that file (CONFIG_PROC_CHILDREN).
 
 PSS is not cheap: the kernel walks every resident page to read it (about 12 ms of CPU per GiB of
-4 KiB pages, measured by bench_overhead.py). ``TreeSampler`` therefore reads RSS (a counter,
+4 KiB pages, measured by the monitor suite of apps/bench). ``TreeSampler`` therefore reads RSS (a counter,
 microseconds) on every call and PSS/USS only as often as a CPU budget allows, carrying the last
 values forward with their age and a conservative estimate (``pss_estimate``) in between.
 """

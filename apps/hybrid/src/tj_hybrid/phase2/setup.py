@@ -41,7 +41,7 @@ class Phase2Setup:
         return {**fields, "scenario": self.scenario}
 
 
-# Measured (apps/hybrid/benchmarks: one PPO iteration, tiny preset, tree PSS per process): an env
+# Measured (a phase-2 benchmark run: one PPO iteration, tiny preset, tree PSS per process): an env
 # runner (Ray worker + torch + RLlib + the module + libsumo) ~680 MiB PSS; the driver with the
 # learner ~720 MiB plus Ray's own processes (GCS, raylet, agents, log monitor) ~330 MiB.
 RUNNER_PSS = 700 * 2**20

@@ -1,0 +1,3 @@
+from tj_bench.cli import main
+
+raise SystemExit(main())

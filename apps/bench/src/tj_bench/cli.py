@@ -1,0 +1,150 @@
+"""``uv run apps/bench``: run suites, compare with an old run, render docs/BENCHMARKS.md.
+
+    uv run apps/bench                          # every suite, 3 runs each, into bench-results/
+    uv run apps/bench data loader --runs 5     # some suites
+    uv run apps/bench --quick                  # every suite at its smallest size (CI)
+    uv run apps/bench env --compare old/results.json   # exit 1 when a figure regressed
+    uv run apps/bench report results.json [more.json ...] --output docs/BENCHMARKS.md
+    uv run apps/bench compare new.json old.json
+
+Exit status: 0 all well; 1 a suite failed or a figure regressed against --compare; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tj_bench.compare import compare, render_comparison
+from tj_bench.results import Results, ResultsError, SuiteResult
+from tj_bench.suites import NAMES
+
+__all__ = ["main"]
+
+DEFAULT_TEMPLATE = Path("docs/BENCHMARKS.template.md")
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="apps/bench", description="TJ Transport benchmark runner.",
+        epilog="Other commands: `apps/bench report RESULTS.json ...`, "
+               "`apps/bench compare NEW.json OLD.json`. Suites: " + ", ".join(NAMES),
+    )  # fmt: skip
+    ap.add_argument("suites", nargs="*", metavar="SUITE", help="suites to run (default: all)")
+    ap.add_argument("--quick", action="store_true", help="smallest sizes: checks that suites run")
+    ap.add_argument("--runs", type=int, default=None, help="repetitions (default 3; --quick: 1)")
+    ap.add_argument("--out", type=Path, default=Path("bench-results"), help="results folder")
+    ap.add_argument("--compare", type=Path, help="an old results.json: flag regressions")
+    ap.add_argument("--threshold", type=float, default=0.10,
+                    help="relative margin outside the old spread that counts as a regression")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SUITE.OPT=V",
+                    help="a suite option, e.g. data.size_gb=1 (repeatable)")
+    ap.add_argument("--keep", action="store_true", help="keep generated data under OUT/work")
+    ap.add_argument("--list", action="store_true", help="list the suites and their options")
+    return ap
+
+
+def _print_suite(result: SuiteResult) -> None:
+    from rich.console import Console
+
+    from tj_bench.markdown import render_suite
+
+    Console(stderr=True).print(f"[bold]{result.suite}[/]: {result.status} in {result.wall_s:.0f} s")
+    print(render_suite(result), flush=True)
+
+
+def _list() -> int:
+    from tj_bench.suites import load_suite
+
+    for name in NAMES:
+        try:
+            suite = load_suite(name)
+        except Exception as exc:  # listing must show every suite
+            print(f"{name}: cannot load ({type(exc).__name__}: {exc})")
+            continue
+        print(f"{name}: {suite.summary}")
+        for opt, what in suite.options.items():
+            print(f"    --set {name}.{opt}=...  {what}")
+    return 0
+
+
+def _run(argv: Sequence[str]) -> int:
+    from tj_bench.markdown import render_results
+    from tj_bench.runner import RunConfig, parse_sets, run_suites
+
+    ap = _run_parser()
+    args = ap.parse_args(argv)
+    if args.list:
+        return _list()
+    suites = tuple(args.suites) or NAMES
+    runs = args.runs if args.runs is not None else (1 if args.quick else 3)
+    try:
+        old = Results.load(args.compare) if args.compare else None
+        config = RunConfig(suites=suites, quick=args.quick, runs=runs, out_dir=args.out,
+                           options=parse_sets(args.sets, suites), keep=args.keep)  # fmt: skip
+    except (ValueError, ResultsError, OSError) as exc:
+        ap.error(str(exc))
+    results = run_suites(config, show_progress=sys.stderr.isatty(), on_suite=_print_suite)
+    (config.out_dir / "results.md").write_text(render_results(results))
+    print(f"results: {config.results_path} (markdown: {config.out_dir / 'results.md'})")
+    status = 0
+    bad = [s for s in results.suites if s.status == "failed"]
+    for s in bad:
+        print(f"suite {s.suite} FAILED: {s.error}", file=sys.stderr)
+        status = 1
+    if old is not None:
+        rows = compare(results, old, args.threshold)
+        print(render_comparison(rows))
+        regressed = [r for r in rows if r.regressed]
+        if regressed:
+            names = ", ".join(f"{r.suite}/{r.figure}" for r in regressed)
+            print(f"REGRESSED against {args.compare}: {names}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _compare(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="apps/bench compare", description="Compare two results files.")
+    ap.add_argument("new", type=Path)
+    ap.add_argument("old", type=Path)
+    ap.add_argument("--threshold", type=float, default=0.10)
+    args = ap.parse_args(argv)
+    try:
+        rows = compare(Results.load(args.new), Results.load(args.old), args.threshold)
+    except (ResultsError, OSError, ValueError) as exc:
+        ap.error(str(exc))
+    print(render_comparison(rows))
+    return 1 if any(r.regressed for r in rows) else 0
+
+
+def _report(argv: Sequence[str]) -> int:
+    from tj_bench.report import TemplateError, render_report
+
+    ap = argparse.ArgumentParser(prog="apps/bench report",
+                                 description="Render docs/BENCHMARKS.md from results files.")
+    ap.add_argument("results", type=Path, nargs="+", help="results.json files (later ones win)")
+    ap.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    ap.add_argument("--output", type=Path, default=None, help="default: print to stdout")
+    args = ap.parse_args(argv)
+    try:
+        loaded = [Results.load(p) for p in args.results]
+        text = render_report(args.template.read_text(), loaded)
+    except (ResultsError, TemplateError, OSError) as exc:
+        ap.error(str(exc))
+    if args.output is None:
+        print(text)
+    else:
+        args.output.write_text(text)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return _report(argv[1:])
+    if argv and argv[0] == "compare":
+        return _compare(argv[1:])
+    return _run(argv)

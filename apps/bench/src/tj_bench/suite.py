@@ -1,0 +1,175 @@
+"""What a suite is and what it gets: ``Suite`` (a name and a ``run(ctx)`` function) and
+``SuiteContext`` (size, repetitions, a work folder, options, and the calls that record figures).
+
+A suite module defines ``SUITE = Suite(...)``. Its ``run`` measures through the packages' public
+APIs and records with ``ctx.record``; it calls ``ctx.unavailable(part, why)`` for a part the
+machine cannot run (no CUDA, no sumo-rl environment) and goes on, or raises ``Unavailable`` when
+nothing of it can run. Any other exception marks the suite failed; the runner goes on with the
+next suite either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from tj_bench.results import Figure, SuiteResult
+
+__all__ = ["Suite", "SuiteContext", "Unavailable"]
+
+T = TypeVar("T")
+
+
+class Unavailable(RuntimeError):
+    """The suite cannot run on this machine (the message says what is missing)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suite:
+    """A named measurement: ``run(ctx)`` records figures into ``ctx``."""
+
+    name: str
+    summary: str
+    run: Callable[[SuiteContext], None]
+    options: dict[str, str] = field(default_factory=dict)  # option -> what it does (for --help)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() and not self.name.replace("-", "_").isidentifier():
+            raise ValueError(f"suite name: not an identifier: {self.name!r}")
+
+
+def _convert(raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"not a boolean: {raw!r}")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+class SuiteContext:
+    """Everything a suite's ``run`` gets from the runner.
+
+    - ``quick``: the smallest size (CI checks that the suite runs; numbers mean little);
+    - ``runs``: repetitions for the median / min / max (``repetitions()`` iterates them);
+    - ``workdir``: an empty folder for generated data (deleted after the suite unless ``--keep``);
+    - ``out_dir``: where artifacts (PNGs) go, next to the results file;
+    - ``option(key, default)``: ``--set SUITE.key=value`` converted to the default's type;
+    - ``shared`` / ``shared_dir``: a dict and a folder shared by the suites of one run, deleted
+      at its end unless ``--keep`` (the phase suites hand their run folder on through them);
+    - ``progress(iterable, description)``: wraps long loops in the runner's progress bar.
+    """
+
+    def __init__(
+        self,
+        *,
+        suite: str,
+        quick: bool,
+        runs: int,
+        workdir: Path,
+        out_dir: Path,
+        shared_dir: Path | None = None,
+        options: dict[str, str] | None = None,
+        shared: dict[str, Any] | None = None,
+        progress: Callable[[Iterable[Any], str, int | None], Iterable[Any]] | None = None,
+    ) -> None:
+        if runs < 1:
+            raise ValueError(f"runs: must be >= 1, got {runs}")
+        self.suite, self.quick, self.runs = suite, quick, runs
+        self.workdir, self.out_dir = workdir, out_dir
+        self.shared_dir = shared_dir if shared_dir is not None else workdir
+        self.options = dict(options or {})
+        self.shared = shared if shared is not None else {}
+        self._progress = progress
+        self._used: set[str] = set()
+        self.result = SuiteResult(suite=suite)
+
+    # ---- inputs ----------------------------------------------------------------------------
+    def option(self, key: str, default: T) -> T:
+        """``--set SUITE.key=value`` as the type of ``default``; ``default`` when not given."""
+        self._used.add(key)
+        raw = self.options.get(key)
+        if raw is None:
+            return default
+        try:
+            return _convert(raw, default)
+        except ValueError as exc:
+            raise ValueError(f"--set {self.suite}.{key}={raw}: {exc}") from None
+
+    def unused_options(self) -> list[str]:
+        return sorted(set(self.options) - self._used)
+
+    @property
+    def cuda(self) -> bool:
+        """Whether a CUDA device is usable here (imports torch)."""
+        import torch
+
+        return bool(torch.cuda.is_available())
+
+    def progress(self, items: Iterable[T], description: str, total: int | None = None) -> Iterable[T]:
+        if self._progress is None:
+            return items
+        if total is None and hasattr(items, "__len__"):
+            total = len(items)  # type: ignore[arg-type]
+        return self._progress(items, f"{self.suite}: {description}", total)
+
+    def repetitions(self, description: str = "runs") -> Iterator[int]:
+        """``range(runs)`` with progress: interleave the compared cases inside each repetition."""
+        yield from self.progress(range(self.runs), description, self.runs)
+
+    # ---- outputs ---------------------------------------------------------------------------
+    def param(self, key: str, value: Any) -> None:
+        """A setting of this measurement (size, batch size...), shown with its results."""
+        self.result.params[key] = value
+
+    def record(
+        self,
+        name: str,
+        value: float,
+        *,
+        unit: str,
+        better: Literal["lower", "higher"] | None = None,
+        note: str = "",
+    ) -> None:
+        """Append one repetition's value to figure ``name`` (created on first use)."""
+        value = float(value)
+        for fig in self.result.figures:
+            if fig.name == name:
+                if fig.unit != unit or fig.better != better:
+                    raise ValueError(f"figure {name}: recorded with unit/better {unit}/{better}, "
+                                     f"first with {fig.unit}/{fig.better}")  # fmt: skip
+                fig.values.append(value)
+                if note and note not in fig.note:
+                    fig.note = f"{fig.note}; {note}" if fig.note else note
+                return
+        self.result.figures.append(
+            Figure(name=name, unit=unit, better=better, values=[value], note=note)
+        )
+
+    def record_missing(self, name: str, *, unit: str, why: str) -> None:
+        """A figure that could not be measured here (NaN), with the reason as its note."""
+        self.record(name, math.nan, unit=unit, note=why)
+
+    def note(self, text: str) -> None:
+        self.result.notes.append(text)
+
+    def unavailable(self, part: str, why: str) -> None:
+        """A part of the suite that this machine cannot run; the rest goes on."""
+        self.result.unavailable[part] = why
+
+    def artifact(self, path: Path) -> None:
+        """A file the suite wrote under ``out_dir`` (a PNG), listed with its results."""
+        path = Path(path)
+        try:
+            rel = path.resolve().relative_to(self.out_dir.resolve())
+        except ValueError:
+            raise ValueError(f"artifact {path} is not under {self.out_dir}") from None
+        self.result.artifacts.append(str(rel))

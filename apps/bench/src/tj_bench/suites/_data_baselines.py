@@ -1,0 +1,148 @@
+"""What the data suite compares tj-data's stores against: the seeds' JSON chunks (written from the
+store, read the seeds' way), the same samples held in RAM as numpy (the ceiling), and PyG's
+``InMemoryDataset`` (optional: needs torch-geometric).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tj_data import GraphDataset
+
+__all__ = ["InRamDataset", "JsonChunkReader", "pyg_dataset", "write_json_chunks"]
+
+Progress = Callable[[Iterable[int], str], Iterable[int]]
+
+
+def _plain(items: Iterable[int], _description: str) -> Iterable[int]:
+    return items
+
+
+def write_json_chunks(
+    store_ds: GraphDataset, root: Path, n_chunks: int, chunk: int, progress: Progress = _plain
+) -> Path:
+    """The seed layout (``phase1/chunks/chunk_NNN.json`` + ``metadata.json``) holding the first
+    ``n_chunks * chunk`` samples of ``store_ds``; returns the layout's root."""
+    out = root / "json" / "phase1" / "chunks"
+    out.mkdir(parents=True, exist_ok=True)
+    for c in progress(range(n_chunks), "write JSON chunks"):
+        recs = []
+        for s in store_ds.__getitems__(list(range(c * chunk, (c + 1) * chunk))):
+            recs.append(
+                {
+                    "nodes": [
+                        {"features": f, "id": int(v)}
+                        for f, v in zip(s["x"].tolist(), s["vehicle_id"].tolist(), strict=True)
+                    ],
+                    "edges": s["edge_index"].T.tolist(),
+                    "edge_features": s["edge_attr"].tolist(),
+                    "intersection": int(s["intersection"]),
+                    "sim_time": float(s["sim_time"]),
+                }
+            )
+        (out / f"chunk_{c:03d}.json").write_text(json.dumps(recs))
+    (root / "json" / "metadata.json").write_text("{}")
+    return root / "json"
+
+
+class JsonChunkReader:
+    """The seed-style loader: ``json.loads`` per chunk, an LRU of ``keep`` parsed chunks, lists
+    turned into numpy arrays per sample."""
+
+    def __init__(self, root: Path, chunk: int, keep: int = 3) -> None:
+        self.files = sorted((root / "phase1" / "chunks").glob("chunk_*.json"))
+        self.chunk, self.keep = chunk, keep
+        self.cache: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.files) * self.chunk
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        c, j = divmod(i, self.chunk)
+        recs = self.cache.get(c)
+        if recs is None:
+            recs = json.loads(self.files[c].read_bytes())
+            self.cache[c] = recs
+            if len(self.cache) > self.keep:
+                self.cache.popitem(last=False)
+        else:
+            self.cache.move_to_end(c)
+        r = recs[j]
+        nodes = r["nodes"]
+        e = np.asarray(r["edges"], np.int32).reshape(-1, 2).T
+        return {
+            "x": np.asarray([n["features"] for n in nodes], np.float32).reshape(-1, 9),
+            "vehicle_id": np.asarray([n["id"] for n in nodes], np.int64),
+            "edge_index": np.ascontiguousarray(e),
+            "edge_attr": np.asarray(r["edge_features"], np.float32).reshape(-1, 4),
+            "intersection": np.int64(r["intersection"]),
+            "sim_time": np.float32(r["sim_time"]),
+        }
+
+
+class _RamSource:
+    """Every shard of a store decoded into RAM (``GraphStore.read_shard``): the gather path of
+    tj-data (``locate`` / ``shard``) with no file underneath."""
+
+    def __init__(self, store: Any, progress: Progress) -> None:
+        self.store = store
+        self.shards = [
+            store.read_shard(k) for k in progress(range(store.num_shards), "load into RAM")
+        ]
+
+    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.store.locate(idx)
+
+    def shard(self, k: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        a = self.shards[k]
+        return a, a["node_ptr"], a["edge_ptr"]
+
+
+class InRamDataset(GraphDataset):
+    """A ``GraphDataset`` whose shards are plain numpy arrays in RAM: the in-RAM ceiling."""
+
+    def __init__(self, store: Any, progress: Progress = _plain) -> None:
+        super().__init__(store)
+        self.ram = _RamSource(self.store, progress)
+
+    def _source(self) -> _RamSource:  # type: ignore[override]
+        return self.ram
+
+
+def pyg_dataset(ram: InRamDataset) -> Any:
+    """A PyG ``InMemoryDataset`` holding the whole store (built directly from the CSR arrays);
+    raises ImportError without torch-geometric."""
+    import torch
+    from torch_geometric.data import Data, InMemoryDataset
+
+    shards = ram.ram.shards
+    cat = {
+        k: torch.from_numpy(
+            np.concatenate([s[k] for s in shards], axis=1 if k == "edge_index" else 0)
+        )
+        for k in ("x", "vehicle_id", "edge_attr", "intersection", "sim_time")
+    }
+    cat["edge_index"] = torch.from_numpy(
+        np.concatenate([s["edge_index"] for s in shards], axis=1).astype(np.int64)
+    )
+    sizes = ram.size_index()
+    node_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.nodes)]))
+    edge_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.edges)]))
+    graph_ptr = torch.arange(len(sizes) + 1)
+    slices = {
+        "x": node_ptr, "vehicle_id": node_ptr, "edge_index": edge_ptr, "edge_attr": edge_ptr,
+        "intersection": graph_ptr, "sim_time": graph_ptr,
+    }  # fmt: skip
+
+    class Store(InMemoryDataset):
+        def __init__(self) -> None:
+            super().__init__(root=None)
+            self._data, self.slices = Data(**cat), slices
+
+    return Store()

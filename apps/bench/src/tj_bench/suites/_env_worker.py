@@ -1,0 +1,263 @@
+"""One measured env episode in a fresh process: tj-rl's ``TrafficSignalCore`` or sumo-rl's
+``SumoEnvironment``, with random feasible actions, on one scenario, backend and output setting.
+
+Run as a script (``python _env_worker.py '<json settings>'``), by the bench interpreter for
+tj-rl and by the interpreter of ``--set env.sumo_rl_python`` for sumo-rl: libsumo allows one
+simulation per process, and the script imports nothing of tj-bench, so the env's PSS holds what
+the env needs and no more. Top-level imports are the standard library and psutil only (all that
+sumo-rl's environment must have besides sumo-rl and SUMO).
+
+Timed: the step loop over the whole episode, closing the simulation included (tj-rl closes SUMO
+in its last step, sumo-rl in ``close``), by wall clock and by CPU seconds of the process tree
+(SUMO's child included for traci); start-up and reset separately. Near the end of the episode
+the worker asks the driver (a ``PROBE`` line on stdout, an answer line on stdin) to read the
+process tree's PSS with tj-monitor; the probe's own wall and CPU time are taken out of the loop's.
+On libsumo it also times the CPU spent inside ``simulationStep`` (SUMO's own work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# Imported before anything is timed: a lazy import inside the first CPU reading once put psutil's
+# ~25 ms import into the timed window of the side that had not imported it yet (sumo-rl's).
+import psutil
+
+__all__ = ["FREE_READS", "PROBE", "RESULT", "SumoClock", "random_feasible", "tj_env_config"]
+
+PROBE = "tj-bench-env:probe"  # worker -> driver: read my tree's PSS now, then answer a line
+RESULT = "tj-bench-env:result "  # worker -> driver: the episode's JSON follows on this line
+FREE_READS = "numba-free-reads"  # the variant of the free-reads ablation (_env_free_reads.py)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its children, live or reaped (SUMO, for traci). The own
+    process through ``time.process_time`` (ns clock: a one-light episode is ~0.1 s, and
+    ``os.times`` counts in 10 ms ticks); children only have tick counts."""
+    t = os.times()
+    live = 0.0
+    for c in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            ct = c.cpu_times()
+            live += ct.user + ct.system
+    return time.process_time() + t.children_user + t.children_system + live
+
+
+class SumoClock:
+    """CPU seconds spent inside ``libsumo.simulationStep`` (SUMO's simulation and subscription
+    work, in-process backend only; both sides call it through a module attribute: tj-rl's
+    ``libsumo``, sumo-rl's ``traci``, which re-exports libsumo's functions)."""
+
+    def __init__(self, backend: str) -> None:
+        self.seconds: float | None = None
+        if backend != "libsumo":
+            return
+        import libsumo
+
+        self.seconds = 0.0
+        step = libsumo.simulationStep
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.process_time()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - t  # type: ignore[operator]
+
+        libsumo.simulationStep = timed
+        traci = sys.modules.get("traci")  # LIBSUMO_AS_TRACI: sumo-rl's traci re-exports libsumo's
+        if traci is not None and getattr(traci, "simulationStep", None) is step:
+            traci.simulationStep = timed
+
+    def reset(self) -> None:
+        if self.seconds is not None:
+            self.seconds = 0.0
+
+
+def random_feasible(obs: dict, rng: Any) -> dict[str, int]:
+    """tj-rl's side: a uniformly random feasible green per agent."""
+    acts = {}
+    for agent, o in obs.items():
+        feasible = o["action_mask"].nonzero()[0]
+        acts[agent] = int(feasible[rng.integers(len(feasible))])
+    return acts
+
+
+def tj_env_config(s: dict[str, Any]) -> Any:
+    """tj-rl's ``EnvConfig`` for a variant: a kernel, ``+native`` for the compiled reader;
+    the free-reads ablation runs the numba kernel."""
+    from tj_rl import EnvConfig
+
+    variant = s["variant"]
+    return EnvConfig(
+        backend=s["backend"],
+        delta_time=s["delta"],
+        yellow_time=s["yellow"],
+        all_red_time=s["all_red"],
+        min_green=10.0,
+        max_green=60.0,
+        metrics=s["outputs"] == "on",
+        kernel="numba" if variant == FREE_READS else variant.partition("+")[0],
+        reader="native" if variant.endswith("+native") else "subscription",
+    )
+
+
+def _probe() -> tuple[float, float]:
+    """Have the driver read the tree's PSS; return the probe's (wall, CPU) seconds."""
+    tp, cp = time.perf_counter(), time.process_time()
+    print(f"\n{PROBE}", flush=True)
+    answer = sys.stdin.readline()
+    if not answer:
+        raise RuntimeError("the driver closed stdin during the PSS probe")
+    return time.perf_counter() - tp, time.process_time() - cp
+
+
+def _result(s, t0, t1, t2, probe, cpu_s, steps, lights, clock: SumoClock) -> dict[str, Any]:
+    return {
+        "startup_s": t1 - t0,
+        "wall_s": t2 - t1 - probe[0],
+        "cpu_s": cpu_s - probe[1],
+        "sim_s": s["seconds"],
+        "steps": steps,
+        "lights": lights,
+        "sumo_cpu_s": clock.seconds,
+    }
+
+
+def _free_reads() -> ModuleType:
+    """The ablation helpers beside this file (loaded by path: the script imports no tj_bench)."""
+    if __package__:
+        from tj_bench.suites import _env_free_reads
+
+        return _env_free_reads
+    path = Path(__file__).with_name("_env_free_reads.py")
+    spec = importlib.util.spec_from_file_location("_env_free_reads", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def run_tj(s: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from tj_rl import Scenario, TrafficSignalCore
+
+    sc = Scenario.from_sumocfg(s["sumocfg"], end=s["seconds"])
+    cfg = tj_env_config(s)
+    if s["variant"] == FREE_READS:  # the ablation: record this episode's reads, then replay them
+        fr = _free_reads()
+        fr.replay_reads(
+            fr.record_reads(lambda: TrafficSignalCore(cfg, scenario=sc), s["seed"], random_feasible)
+        )
+    clock = SumoClock(s["backend"])
+    t0 = time.perf_counter()
+    env = TrafficSignalCore(cfg, scenario=sc)
+    obs, _ = env.reset(seed=s["seed"])
+    rng = np.random.default_rng(s["seed"])
+    clock.reset()
+    c1 = cpu_seconds()  # read outside the wall-time window
+    t1 = time.perf_counter()
+    steps, probe = 0, None
+    while True:
+        obs, _, _, trunc, _ = env.step(random_feasible(obs, rng))
+        steps += 1
+        if probe is None and env.sim_time + 2 * s["delta"] > s["seconds"]:  # SUMO still running
+            probe = _probe()
+        if trunc["__all__"]:
+            break
+    env.close()  # tj-rl already closed SUMO in its last step; sumo-rl closes it here
+    t2, c2 = time.perf_counter(), cpu_seconds()
+    return _result(
+        s, t0, t1, t2, probe or (0.0, 0.0), c2 - c1, steps, len(env.possible_agents), clock
+    )
+
+
+def import_sumo_rl(backend: str) -> Any:
+    """sumo-rl's ``SumoEnvironment`` for ``backend`` (its release reads ``SUMO_HOME`` and
+    ``LIBSUMO_AS_TRACI`` at import time: libsumo mode is selected by the environment)."""
+    import sumo
+
+    os.environ["SUMO_HOME"] = sumo.SUMO_HOME
+    if backend == "libsumo":
+        os.environ["LIBSUMO_AS_TRACI"] = "1"
+    from sumo_rl import SumoEnvironment
+
+    return SumoEnvironment
+
+
+def run_sumo_rl(s: dict[str, Any]) -> dict[str, Any]:
+    """sumo-rl as it is normally used (default observation, ``diff-waiting-time`` reward,
+    per-step info) with the same signal protocol and, when on, the same SUMO outputs."""
+    env_cls = import_sumo_rl(s["backend"])
+    clock = SumoClock(s["backend"])
+    with tempfile.TemporaryDirectory(prefix="bench-sumo-rl-") as tmp:
+        extra = None
+        if s["outputs"] == "on":  # the outputs tj-rl writes with metrics=True
+            extra = (
+                f"--tripinfo-output {Path(tmp) / 'tripinfo.xml'} --tripinfo-output."
+                f"write-unfinished true --statistic-output {Path(tmp) / 'statistics.xml'}"
+            )
+        t0 = time.perf_counter()
+        env = env_cls(
+            net_file=s["net"],
+            route_file=s["routes"],
+            num_seconds=int(s["seconds"]),
+            delta_time=int(s["delta"]),
+            yellow_time=int(s["yellow"]),
+            min_green=10,
+            max_green=60,
+            sumo_seed=s["seed"],
+            sumo_warnings=False,
+            single_agent=False,
+            additional_sumo_cmd=extra,
+        )
+        env.reset(seed=s["seed"])
+        for i, ts in enumerate(env.ts_ids):  # sumo-rl's side draws uniform actions, seeded
+            env.action_spaces(ts).seed(s["seed"] + i)
+        clock.reset()
+        c1 = cpu_seconds()
+        t1 = time.perf_counter()
+        steps, probe = 0, None
+        while True:
+            res = env.step({ts: env.action_spaces(ts).sample() for ts in env.ts_ids})
+            steps += 1
+            if probe is None and env.sim_step + 2 * s["delta"] > s["seconds"]:
+                probe = _probe()
+            if res[2]["__all__"]:
+                break
+        env.close()  # closes SUMO (tj-rl's last step did the same work)
+        t2, c2 = time.perf_counter(), cpu_seconds()
+    return _result(s, t0, t1, t2, probe or (0.0, 0.0), c2 - c1, steps, len(env.ts_ids), clock)
+
+
+def check_sumo_rl() -> str:
+    """sumo-rl's version, if this interpreter can run the sumo-rl side (raises otherwise)."""
+    from importlib.metadata import version
+
+    import_sumo_rl("traci")
+    return version("sumo-rl")
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["check-sumo-rl"]:
+        print(f"{RESULT}{json.dumps({'version': check_sumo_rl()})}", flush=True)
+        return 0
+    settings = json.loads(argv[0])
+    res = run_tj(settings) if settings["impl"] == "tj-rl" else run_sumo_rl(settings)
+    print(f"\n{RESULT}{json.dumps(res)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        sys.path.pop(0)  # the suites' folder: its modules (env, data...) must not shadow packages
+    raise SystemExit(main(sys.argv[1:]))

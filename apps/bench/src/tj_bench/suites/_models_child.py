@@ -1,0 +1,165 @@
+"""One tj-models forward+backward measurement in a fresh process.
+
+    python -m tj_bench.suites._models_child '{"preset": "tiny", "component": "gnn", ...}'
+
+A fresh process per (preset, component, device, precision) keeps one measurement's allocator
+caches and thread pools out of the next one's memory delta. The result is one JSON line on stdout.
+
+Memory: the child's USS and PSS (tj-monitor's ``tree_memory``, smaps_rollup) polled every 2 ms
+by a thread; the delta is the peak during warm-up + timed steps minus the value after the model
+and the batch were built and one small step ran, i.e. activations + gradients of one step (no
+optimizer state). tracemalloc cannot see torch's allocations, hence USS/PSS. On CUDA also
+``torch.cuda.max_memory_allocated`` above the allocation before the steps.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["COMPONENTS", "PHASE", "PRECISIONS", "measure", "run_child"]
+
+COMPONENTS = ("gnn", "world_model", "world_model+ckpt", "controller", "shield")
+PHASE = {"gnn": 1, "world_model": 1, "world_model+ckpt": 1, "controller": 3, "shield": 3}
+PRECISIONS = ("fp32", "fp16", "bf16")  # fp16/bf16: CUDA autocast
+POLL_S = 0.002
+MIB = 2**20
+
+
+class _PeakTree(threading.Thread):
+    """Peak USS and PSS of this process (and any children) while running."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="tj-bench-peak-uss")
+        from tj_monitor import tree_memory
+
+        self._read = tree_memory
+        first = tree_memory()
+        self.base_uss, self.base_pss = first.uss, first.pss
+        self.peak_uss, self.peak_pss = first.uss, first.pss
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            tree = self._read()
+            self.peak_uss, self.peak_pss = (
+                max(self.peak_uss, tree.uss),
+                max(self.peak_pss, tree.pss),
+            )
+            time.sleep(POLL_S)
+
+
+def _step_fn(agent: Any, component: str, t_in: int, encoded: dict[int, Any]) -> Any:
+    """fwd + bwd of one component on a window (list of batches), gradients dropped after."""
+    import torch
+    import torch.nn.functional as F
+
+    from tj_models import world_model_loss
+
+    def step(window: list[Any]) -> None:
+        enc = encoded.get(id(window))
+        if component == "gnn":
+            out = agent.encode(window[0])
+            loss = (F.binary_cross_entropy_with_logits(out.risk_logit, window[0].risk)
+                    + out.node.pow(2).mean())  # fmt: skip
+        elif component.startswith("world_model"):
+            out = agent.predict(window, input_steps=t_in, horizon=1)
+            loss = world_model_loss(agent.world_model, window, out).total
+        elif component == "controller":
+            out = agent.controller(enc)
+            actions = torch.zeros(window[0].num_graphs, dtype=torch.long, device=out.logits.device)
+            logp = torch.log_softmax(out.logits, -1).gather(1, actions[:, None])
+            loss = -logp.mean() + out.value.pow(2).mean() + out.cost_value.pow(2).mean()
+        else:
+            loss = agent.shield(enc).pow(2).mean()
+        loss.backward()
+        for p in agent.parameters():
+            p.grad = None
+
+    return step
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one measurement in this process; returns a JSON-able result (``spec`` included)."""
+    import torch
+
+    from tj_bench.suites._models_window import load_windows
+    from tj_models import TrafficAgent
+
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    device = torch.device(spec["device"])
+    cuda = device.type == "cuda"
+    torch.manual_seed(0)
+    component, t_in = spec["component"], spec["input_steps"]
+    agent = TrafficAgent.preset(spec["preset"]).to(device)
+    agent.freeze_for_phase(PHASE[component])
+    agent.set_activation_checkpointing(component == "world_model+ckpt")
+    windows = load_windows(spec["windows"])
+    small, full = ([s.to(device) for s in windows[k]] for k in ("small", "full"))
+    del windows
+    encoded: dict[int, Any] = {}
+    if component in ("controller", "shield"):
+        with torch.no_grad():  # the encoder is frozen in phases 2 and 3: encode once, untimed
+            encoded = {id(w): agent.encode(w[0]) for w in (small, full)}
+    step = _step_fn(agent, component, t_in, encoded)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec["precision"])
+    if dtype is not None and not cuda:
+        raise ValueError(f"precision {spec['precision']}: measured on CUDA only")
+    autocast = torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None)
+    with autocast:
+        step(small)  # one-time initialisation (kernels, thread pools) stays out of the delta
+    gc.collect()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        alloc0 = torch.cuda.memory_allocated()
+    sampler = _PeakTree()
+    sampler.start()
+    with autocast:
+        for _ in range(spec["warmup"]):
+            step(full)
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(spec["iters"]):
+            step(full)
+        if cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+    sampler.stop.set()
+    sampler.join()
+    counts = agent.parameter_counts()
+    result = {
+        **spec,
+        "samples_per_s": spec["graphs"] * spec["iters"] / elapsed,
+        "peak_uss_delta_mib": (sampler.peak_uss - sampler.base_uss) / MIB,
+        "peak_pss_delta_mib": (sampler.peak_pss - sampler.base_pss) / MIB,
+        "vehicles_per_graph": full[-1].num_nodes / spec["graphs"],
+        "params": counts["world_model" if component.startswith("world") else component],
+        "torch_threads": torch.get_num_threads(),
+    }
+    if cuda:
+        result["cuda_peak_alloc_mib"] = (torch.cuda.max_memory_allocated() - alloc0) / MIB
+    return result
+
+
+def run_child(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
+    """``measure(spec)`` in a fresh interpreter; its stderr tail in the error if it fails."""
+    proc = subprocess.run([sys.executable, "-m", __name__, json.dumps(spec)], capture_output=True,
+                          text=True, check=False, timeout=timeout)  # fmt: skip
+    if proc.returncode != 0:
+        what = f"{spec['preset']}/{spec['component']}/{spec['device']}-{spec['precision']}"
+        raise RuntimeError(
+            f"models child {what} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(json.loads(sys.argv[1]))), flush=True)

@@ -1,0 +1,124 @@
+"""The trainer as the phase suites run it: ``python apps/hybrid ARGS`` in a subprocess with its
+output in a log file, and the arguments a run folder was made with (``bench-args.json`` in it), so
+that a later phase suite continues that run with the same scenario, dataset and settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tj_bench.suite import Unavailable
+
+__all__ = ["ARGS_FILE", "AppArgs", "device", "hybrid_app", "profile_param", "read_json",
+           "read_jsonl", "run_app", "split_sets"]  # fmt: skip
+
+ARGS_FILE = "bench-args.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppArgs:
+    """How a run was made: scenario key (default / grid / a .sumocfg), profile (``None``: the
+    trainer picks one for the hardware), ``--set`` values and the training seed."""
+
+    scenario: str = "default"
+    profile: str | None = None
+    sets: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def plus(self, *sets: str, seed: int | None = None) -> AppArgs:
+        """These arguments with more ``--set`` values (later ones win) and maybe a seed."""
+        return replace(self, sets=(*self.sets, *sets), seed=self.seed if seed is None else seed)
+
+    def argv(self) -> list[str]:
+        out = ["--profile", self.profile] if self.profile else []
+        out += [a for s in self.sets for a in ("--set", s)]
+        if self.seed is not None:
+            out += ["--set", f"run.seed={self.seed}"]
+        return out
+
+    def save(self, run: Path) -> None:
+        (Path(run) / ARGS_FILE).write_text(json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, run: Path) -> AppArgs | None:
+        """The arguments saved in ``run``; ``None`` for a run the phase suites did not make."""
+        path = Path(run) / ARGS_FILE
+        if not path.is_file():
+            return None
+        d = json.loads(path.read_text())
+        return cls(scenario=str(d.get("scenario", "default")), profile=d.get("profile"),
+                   sets=tuple(d.get("sets", ())), seed=d.get("seed"))  # fmt: skip
+
+
+def split_sets(text: str) -> tuple[str, ...]:
+    """``"a.b=1; c=2"`` -> ``("a.b=1", "c=2")`` (the suites' ``sets`` option)."""
+    return tuple(s.strip() for s in text.split(";") if s.strip())
+
+
+def hybrid_app() -> Path:
+    """The ``apps/hybrid`` folder of this checkout (what ``uv run apps/hybrid`` runs)."""
+    import tj_hybrid
+
+    app = Path(tj_hybrid.__file__).resolve().parents[2]
+    if not (app / "__main__.py").is_file():
+        raise Unavailable(
+            f"apps/hybrid not found beside tj_hybrid ({app}): not a workspace checkout"
+        )
+    return app
+
+
+def run_app(args: Sequence[str], log: Path, *, command: Sequence[str] | None = None,
+            cwd: Path | None = None, env: dict[str, str] | None = None) -> float:  # fmt: skip
+    """Run the trainer with ``args`` (output into ``log``); its wall time in s. A failed run
+    raises with the end of its log. ``command`` replaces ``python apps/hybrid`` (a clone's
+    ``uv run apps/hybrid``)."""
+    app = hybrid_app()
+    cmd = [*(command or [sys.executable, str(app)]), *args]
+    env = {**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with log.open("w") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=cwd or app.parents[1],
+                            env=env, check=False).returncode  # fmt: skip
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise RuntimeError(f"apps/hybrid {' '.join(args)} failed ({rc}); log {log}:\n{tail}")
+    return wall
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """One JSON value per non-empty line (a metrics log)."""
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def device() -> str:
+    """Where the trainer's models run: the CUDA devices, or ``cpu``."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    n = torch.cuda.device_count()
+    return f"{n} x {torch.cuda.get_device_name(0)}"
+
+
+def profile_param(profile: str | None) -> str:
+    """The profile a run uses: the given one, or the one the trainer picks here (and why)."""
+    if profile:
+        return profile
+    from tj_hybrid.config import auto_profile
+
+    name, why = auto_profile()
+    return f"{name} (chosen by the trainer: {why})"

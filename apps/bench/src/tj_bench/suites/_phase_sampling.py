@@ -1,0 +1,112 @@
+"""Phase 2's sampling speed per decision, one env runner's view: the bare env with random feasible
+actions, the graph module's forward on one decision, and RLlib's local env runner with the module
+in the loop; RLlib's own share (connectors, episode bookkeeping, action sampling) =
+(RLlib - env - forward) / RLlib.
+
+``sampling_rounds`` runs in a spawned child process (Ray, RLlib and libsumo never enter the
+runner), which builds PPO like phase 2 does with ``num_env_runners=0``; the bare env runs in a
+process of its own again, since libsumo holds one simulation per process and the local env
+runner's is open in the child.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["sampling_rounds"]
+
+
+def _bare_env(setup: Any, decisions: int, seed: int) -> tuple[float, list[dict]]:
+    """s per decision of ``TrafficSignalCore`` with random feasible actions, and up to 200 of
+    its observations (the module forward's input)."""
+    import torch
+
+    from tj_rl import TrafficSignalCore
+
+    torch.set_num_threads(1)
+    env = TrafficSignalCore(setup.env, scenario=setup.scenario)
+    rng = np.random.default_rng(seed)
+    kept: list[dict] = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        t0, n = time.perf_counter(), 0
+        while n < decisions:
+            actions = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+            obs, _, _, trunc, _ = env.step(actions)
+            n += len(actions)
+            if len(kept) < 200:
+                kept += [dict(o) for o in obs.values()]
+            if trunc["__all__"]:
+                obs, _ = env.reset(seed=seed + n)
+        return (time.perf_counter() - t0) / n, kept
+    finally:
+        env.close()
+
+
+def _forward_s(module: Any, observations: list[dict]) -> float:
+    """s per ``forward_exploration`` of one decision's observation (batch of 1)."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    batches = [
+        {k: torch.from_numpy(np.asarray(v)[None]) for k, v in o.items()} for o in observations
+    ]
+    with torch.no_grad():
+        module.forward_exploration({Columns.OBS: batches[0]})  # warm-up
+        t0 = time.perf_counter()
+        for b in batches:
+            module.forward_exploration({Columns.OBS: b})
+    return (time.perf_counter() - t0) / len(batches)
+
+
+def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, work: Path,
+             decisions: int, rounds: int) -> list[dict[str, float]]:  # fmt: skip
+    import torch
+
+    from tj_hybrid.config import load_config
+    from tj_hybrid.phase2.setup import prepare
+    from tj_hybrid.phase2.train import build_ppo
+    from tj_rl.ray_session import RaySession, RaySessionConfig
+    from tj_rl.rllib_module import SHARED_POLICY
+
+    torch.set_num_threads(1)  # one env runner = one core, as in training
+    cfg = load_config(profile=profile, overrides=[*overrides, "phase2.env_runners=0"]).config
+    setup = prepare(cfg, agent_dir=agent, data_dir=cfg.phase1.data.path.parent,
+                    temp_dir=work / "episodes")  # fmt: skip
+    rows = []
+    with RaySession(RaySessionConfig(num_cpus=1, budget=4 * 2**30, temp_dir=work / "ray")):
+        algo = build_ppo(cfg, setup, agent).build_algo()
+        try:
+            runner = algo.env_runner
+            module = runner.module[SHARED_POLICY]
+            runner.sample(num_timesteps=64)  # warm-up: env started, connectors built
+            for r in range(rounds):
+                with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+                    env_s, observations = pool.submit(_bare_env, setup, decisions, 100 + r).result()
+                fwd_s = _forward_s(module, observations)
+                t0 = time.perf_counter()
+                episodes = runner.sample(num_timesteps=decisions)
+                rl_s = (time.perf_counter() - t0) / sum(len(e) for e in episodes)
+                rows.append({"bare_env": env_s * 1e3, "forward": fwd_s * 1e3, "rllib": rl_s * 1e3,
+                             "rllib_share": 100 * (rl_s - env_s - fwd_s) / rl_s})  # fmt: skip
+        finally:
+            algo.stop()
+    return rows
+
+
+def sampling_rounds(profile: str | None, sets: Sequence[str], agent: Path | None, work: Path,
+                    decisions: int, rounds: int) -> list[dict[str, float]]:  # fmt: skip
+    """``rounds`` measurements of ``decisions`` decisions each, with phase 2's config from
+    ``profile`` and ``sets`` (the runs' ``--set`` values) and the GNN of the phase-1 ``agent``
+    (``None``: random): per round ``bare_env``, ``forward``, ``rllib`` (ms per decision) and
+    ``rllib_share`` (%)."""
+    work.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(_measure, profile, list(sets), agent, work, decisions, rounds).result()

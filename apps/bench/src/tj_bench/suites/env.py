@@ -1,0 +1,283 @@
+"""Suite ``env``: tj-rl's environment speed and memory, against sumo-rl on the same net, routes,
+signal protocol and backend.
+
+Per cell (scenario x backend x SUMO outputs x env) and round: simulated seconds per wall second
+of the step loop over a full episode with random feasible actions, closing the simulation
+included (tj-rl closes SUMO in its last step, sumo-rl in ``close``); the same per CPU second of
+the env's process tree (SUMO's child included for traci); env steps per second; start-up plus
+reset; the tree's PSS near the episode's end; on libsumo the CPU inside ``simulationStep``
+(SUMO's own work) against the rest. tj-rl runs once per variant: a feature kernel (numpy,
+numba), ``+native`` for the compiled vehicle reader (libsumo only), ``numba-free-reads`` for the
+ablation with vehicle reads that cost nothing (the ceiling of any faster reader).
+
+Both envs get decisions every ``delta`` s, ``yellow`` s of yellow, min/max green 10/60 s; tj-rl's
+all-red is 0 because sumo-rl has none. Round i uses SUMO and action seed ``seed + i`` for every
+cell, every episode runs in a fresh process (libsumo: one simulation per process) and the cells
+are interleaved within each round. sumo-rl is no dependency: ``--set
+env.sumo_rl_python=PATH`` names an interpreter that has it (with psutil and SUMO 1.28).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suites._env_driver import (
+    ScenarioFiles,
+    build_scenarios,
+    check_sumo_rl,
+    run_episode,
+)
+from tj_bench.suites._env_plan import (
+    BACKENDS,
+    OUTPUTS,
+    SCENARIOS,
+    VARIANTS,
+    Cell,
+    episode_figures,
+    paired_figures,
+    parse_list,
+    plan_cells,
+    runs_on,
+)
+from tj_bench.suites._env_plot import plot_speed
+from tj_bench.suites._env_worker import tj_env_config
+
+__all__ = ["SUITE", "EnvSettings", "settings_from"]
+
+INSTALL = (
+    "install sumo-rl in a scratch environment outside the repo (sumo-rl, psutil and the "
+    "eclipse-sumo, libsumo, traci and sumolib 1.28 wheels) and pass its interpreter with "
+    "--set env.sumo_rl_python=PATH"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSettings:
+    """The suite's options, read and checked once."""
+
+    variants: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    backends: tuple[str, ...]
+    outputs: tuple[str, ...]
+    seconds: float
+    delta: float
+    yellow: float
+    all_red: float
+    seed: int
+    grid: int
+    grid_rate: float
+    grid_heavy_rate: float
+    sumo_rl_python: str
+
+    def worker(self, cell: Cell, files: ScenarioFiles, seed: int) -> dict[str, Any]:
+        """The settings one worker process gets for ``cell`` in the round of ``seed``."""
+        return {
+            "impl": "sumo-rl" if cell.is_sumo_rl else "tj-rl",
+            "variant": cell.impl,
+            "backend": cell.backend,
+            "outputs": cell.outputs,
+            "sumocfg": files.sumocfg,
+            "net": files.net,
+            "routes": files.routes,
+            "seconds": self.seconds,
+            "delta": self.delta,
+            "yellow": self.yellow,
+            "all_red": self.all_red,
+            "seed": seed,
+        }
+
+
+def settings_from(ctx: SuiteContext) -> EnvSettings:
+    """Options with the old script's defaults; quick: one short episode of the embedded
+    scenario, the numpy kernel, SUMO outputs off, libsumo and traci (seconds each)."""
+    q = ctx.quick
+    s = EnvSettings(
+        variants=parse_list(
+            ctx.option("variants", "numpy" if q else "numpy,numba,numba+native"),
+            VARIANTS,
+            "env.variants",
+        ),
+        scenarios=parse_list(
+            ctx.option("scenarios", "default" if q else ",".join(SCENARIOS)),
+            SCENARIOS,
+            "env.scenarios",
+        ),
+        backends=parse_list(ctx.option("backends", ",".join(BACKENDS)), BACKENDS, "env.backends"),
+        outputs=parse_list(ctx.option("outputs", "off" if q else "off,on"), OUTPUTS, "env.outputs"),
+        seconds=ctx.option("seconds", 300.0 if q else 1800.0),
+        delta=ctx.option("delta", 10.0),
+        yellow=ctx.option("yellow", 3.0),
+        all_red=ctx.option("all_red", 0.0),
+        seed=ctx.option("seed", 7),
+        grid=ctx.option("grid", 3),
+        grid_rate=ctx.option("grid_rate", 1200.0),
+        grid_heavy_rate=ctx.option("grid_heavy_rate", 4800.0),
+        sumo_rl_python=ctx.option("sumo_rl_python", ""),
+    )
+    if s.seconds <= 2 * s.delta or s.grid < 1:
+        raise ValueError(
+            f"env: seconds ({s.seconds}) must exceed two decisions ({2 * s.delta}) "
+            f"and grid ({s.grid}) be >= 1"
+        )
+    for v in s.variants:  # EnvConfig's own checks (timings, reader vs backend) before any run
+        for b in s.backends:
+            if runs_on(v, b):
+                tj_env_config(
+                    {
+                        "variant": v,
+                        "backend": b,
+                        "outputs": "off",
+                        "delta": s.delta,
+                        "yellow": s.yellow,
+                        "all_red": s.all_red,
+                    }
+                )
+    return s
+
+
+def _native_ok(ctx: SuiteContext, variants: tuple[str, ...]) -> tuple[str, ...]:
+    """Build the native reader once, before any worker (whose start-up it would otherwise be
+    in); without a compiler its variants are unavailable and the rest runs."""
+    native = [v for v in variants if v.endswith("+native")]
+    if not native:
+        return variants
+    from tj_rl import NativeReaderError, build_native_reader
+
+    try:
+        build_native_reader()
+    except NativeReaderError as exc:
+        for v in native:
+            ctx.unavailable(v, str(exc))
+        return tuple(v for v in variants if v not in native)
+    return variants
+
+
+def _sumo_rl(ctx: SuiteContext, python: str) -> bool:
+    if not python:
+        ctx.unavailable("sumo-rl", f"not measured: {INSTALL}")
+        return False
+    version, why = check_sumo_rl(python)
+    if version is None:
+        ctx.unavailable("sumo-rl", f"{why}; {INSTALL}")
+        return False
+    ctx.param("sumo_rl_version", version)
+    return True
+
+
+def _record(ctx: SuiteContext, prefix: str, figures: dict[str, Any]) -> None:
+    for key, (value, unit, better) in figures.items():
+        ctx.record(f"{prefix}/{key}", value, unit=unit, better=better)
+
+
+def run(ctx: SuiteContext) -> None:
+    s = settings_from(ctx)
+    variants = _native_ok(ctx, s.variants)
+    with_sumo_rl = _sumo_rl(ctx, s.sumo_rl_python)
+    rates = {"grid": s.grid_rate, "grid-heavy": s.grid_heavy_rate}
+    scen = build_scenarios(s.scenarios, ctx.workdir, seconds=s.seconds, grid=s.grid, rates=rates)
+    cells = plan_cells(s.scenarios, s.backends, s.outputs, variants, sumo_rl=with_sumo_rl)
+    if not cells:
+        raise ValueError("env: no cell to run (every variant unavailable here?)")
+    for key, value in {
+        "episode_s": s.seconds,
+        "delta_s": s.delta,
+        "yellow_s": s.yellow,
+        "all_red_s": s.all_red,
+        "min_max_green_s": "10/60",
+        "seeds": f"{s.seed} to {s.seed + ctx.runs - 1}",
+        "variants": ",".join(variants),
+        "backends": ",".join(s.backends),
+        "outputs": ",".join(s.outputs),
+        "policy": "random feasible actions",
+        **{f"scenario/{k}": f.label for k, f in scen.items()},
+    }.items():
+        ctx.param(key, value)
+    runs: dict[Cell, list[dict[str, Any]]] = {c: [] for c in cells}
+    loads = [_load()]
+    for rnd in ctx.repetitions("rounds"):
+        for cell in ctx.progress(cells, f"round {rnd + 1}: episodes"):
+            python = s.sumo_rl_python if cell.is_sumo_rl else sys.executable
+            r = run_episode(python, s.worker(cell, scen[cell.scenario], s.seed + rnd))
+            loads.append(_load())
+            runs[cell].append(r)
+            _record(ctx, cell.name, episode_figures(r))
+        for cell in cells:  # paired by round: same seed on both sides
+            if with_sumo_rl and not cell.is_sumo_rl:
+                _record(ctx, cell.name, paired_figures(runs[cell][-1], runs[cell.baseline][-1]))
+    _summarise(ctx, s, runs, scen, loads, with_sumo_rl)
+
+
+def _summarise(
+    ctx: SuiteContext,
+    s: EnvSettings,
+    runs: dict[Cell, list[dict[str, Any]]],
+    scen: dict[str, ScenarioFiles],
+    loads: list[float],
+    with_sumo_rl: bool,
+) -> None:
+    """Rounds tj-rl was faster, notes, and the PNG."""
+    if with_sumo_rl:
+        for cell, rs in runs.items():
+            if not cell.is_sumo_rl:
+                base = runs[cell.baseline]
+                faster = sum(
+                    paired_figures(t, b)["speedup_wall"][0] > 1
+                    for t, b in zip(rs, base, strict=True)
+                )
+                ctx.record(
+                    f"{cell.name}/rounds_faster",
+                    faster,
+                    unit="rounds",
+                    note=f"rounds (of {ctx.runs}) in which tj-rl was faster than sumo-rl",
+                )
+        ctx.note(
+            "speedup_wall / speedup_cpu: tj-rl's sim-s per wall (CPU) s over sumo-rl's, "
+            "paired by round (same seed and setting); median over the rounds."
+        )
+    ctx.note(
+        f"Load average {min(loads):.1f} to {max(loads):.1f} during the runs. PSS divides "
+        "shared pages among the processes that map them: compare cells of one run only."
+    )
+    steps = {c: [r["steps"] / r["wall_s"] for r in rs] for c, rs in runs.items()}
+    path = plot_speed(
+        Path(ctx.out_dir) / "env_speed.png",
+        steps,
+        {k: f.label for k, f in scen.items()},
+        f"env steps/s, {s.seconds:g} s episodes, median of {ctx.runs} round(s)"
+        + ("" if with_sumo_rl else " (sumo-rl not measured)"),
+    )
+    ctx.artifact(path)
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+SUITE = Suite(
+    name="env",
+    summary="tj-rl env speed (sim-s/s, steps/s) and PSS per kernel and reader, libsumo and "
+    "traci, the free-reads ceiling, and sumo-rl on the same scenarios when given",
+    run=run,
+    options={
+        "variants": "tj-rl variants, comma-separated: "
+        + ", ".join(VARIANTS)
+        + " (+native: compiled reader, libsumo only; numba-free-reads: reads that cost nothing)",
+        "scenarios": "comma-separated: default (1 light), grid (NxN, light), grid-heavy",
+        "backends": "comma-separated: libsumo, traci",
+        "outputs": "SUMO metric outputs, comma-separated: off (training), on (evaluation)",
+        "seconds": "episode length in simulated s (default 1800; quick 300)",
+        "delta": "decision interval in s (10)",
+        "yellow": "yellow time in s (3)",
+        "all_red": "tj-rl's all-red in s (0: sumo-rl has none; 2 is tj-rl's default)",
+        "seed": "SUMO and action seed of round 0; round i uses seed + i (7)",
+        "grid": "N of the NxN grid scenarios (3)",
+        "grid_rate": "demand of the grid scenario in veh/h (1200)",
+        "grid_heavy_rate": "demand of the grid-heavy scenario in veh/h (4800)",
+        "sumo_rl_python": "interpreter of an environment with sumo-rl: adds the sumo-rl cells",
+    },
+)

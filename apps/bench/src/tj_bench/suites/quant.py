@@ -1,0 +1,174 @@
+"""Suite ``quant``: what tj-data's quantisation saves and what it costs.
+
+A traffic-like float32 store (``_quant_data``) is summarised exactly (``compute_statistics``,
+timed) and quantised with ``quantize_store``: x and y_next to int8, fitted on min/max and on the
+0.1/99.9 percentiles, edge_attr to float16. Recorded: bytes on disk per field and their ratio,
+the max / mean absolute error per column (every value decoded and compared), and, from the
+min/max store, bytes per batch and collate time with ``dequantize="host"`` (float32 crosses the
+bus) against ``"device"`` (int8/float16 cross, decoded by ``batch.dequantize()`` after
+``.to(device)``), interleaved. Where CUDA exists, the transfer plus decode is timed as well.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from tj_bench.measure import interleaved, timed
+from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suites._quant_data import COLUMN_UNITS, RANGES, field_bytes, generate
+from tj_data import (
+    GraphBatch,
+    GraphStore,
+    MmapGraphDataset,
+    QuantizeReport,
+    compute_statistics,
+    quantize_store,
+)
+
+__all__ = ["SUITE", "run"]
+
+FIELDS = {"x": "int8", "y_next": "int8", "edge_attr": "float16"}
+PERCENTILES = (0.1, 99.9)
+BATCH_SIZES = (32, 256)
+MODES = ("host", "device")
+CUDA_BATCHES = 50  # batches per case in the transfer timing
+
+
+def _stats(ctx: SuiteContext, src: Path) -> None:
+    for _ in ctx.repetitions("exact statistics"):
+        _, seconds = timed(lambda: compute_statistics(src, fields=list(FIELDS), method="exact"))
+        ctx.record("stats/exact_s", seconds, unit="s", better="lower",
+                   note="compute_statistics(method='exact') of x, y_next, edge_attr")  # fmt: skip
+
+
+def _bytes(ctx: SuiteContext, src: Path, dst: Path) -> None:
+    a, b = GraphStore.open(src), GraphStore.open(dst)
+    ctx.record("bytes/store/float32", a.manifest.nbytes, unit="bytes")
+    ctx.record("bytes/store/quantised", b.manifest.nbytes, unit="bytes")
+    ctx.record("ratio/store", b.manifest.nbytes / a.manifest.nbytes, unit="x")
+    for name in FIELDS:
+        before, after = field_bytes(a, name), field_bytes(b, name)
+        ctx.record(f"bytes/{name}/float32", before, unit="bytes")
+        ctx.record(f"bytes/{name}/stored", after, unit="bytes")
+        ctx.record(f"ratio/{name}", after / before, unit="x", note=f"{FIELDS[name]} / float32")
+
+
+def _errors(ctx: SuiteContext, reports: dict[str, QuantizeReport]) -> None:
+    """Per column: errors of the min/max fit; for int8 fields also of the percentile fit."""
+    for fit, prefix in (("minmax", ""), ("pct", "pct/")):
+        for name, r in reports[fit].fields.items():
+            if fit == "pct" and r.kind == "float16":
+                continue  # float16 has no fit: the same numbers as above
+            for j, col in enumerate(r.columns):
+                base, unit = f"error/{name}/{col}/{prefix}", COLUMN_UNITS[col]
+                ctx.record(f"{base}max_abs", r.max_abs_error[j], unit=unit, better="lower")
+                ctx.record(f"{base}mean_abs", r.mean_abs_error[j], unit=unit, better="lower")
+                ctx.record(f"{base}clipped", int(r.clipped[j]), unit="values")
+
+
+def _collate_case(ds: MmapGraphDataset, idx: list[list[int]]) -> Callable[[], tuple[float, float]]:
+    """One pass over ``idx``: (seconds per batch, median bytes per batch)."""
+
+    def case() -> tuple[float, float]:
+        nbytes = []
+        t0 = time.perf_counter()
+        for i in idx:
+            nbytes.append(ds.collate_fn(ds.__getitems__(i)).nbytes)
+        return (time.perf_counter() - t0) / len(idx), float(np.median(nbytes))
+
+    return case
+
+
+def _transfer_case(batches: list[GraphBatch]) -> Callable[[], float]:
+    """Pinned batches to CUDA + ``dequantize()``: seconds per batch."""
+    import torch
+
+    def case() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for b in batches:
+            b.to("cuda", non_blocking=True).dequantize()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / len(batches)
+
+    return case
+
+
+def _batches(ctx: SuiteContext, store: Path, n: int) -> None:
+    datasets = {
+        "host": MmapGraphDataset(store),
+        "device": MmapGraphDataset(store, dequantize="device"),
+    }
+    idx = {}
+    for bs in BATCH_SIZES:
+        rng = np.random.default_rng(1)
+        idx[bs] = [rng.integers(0, len(datasets["host"]), bs).tolist() for _ in range(n)]
+    cases = {(bs, m): _collate_case(datasets[m], idx[bs]) for bs in BATCH_SIZES for m in MODES}
+    out = interleaved(cases, ctx.repetitions("collate host vs device"))
+    for (bs, m), values in out.items():
+        for seconds, nbytes in values:
+            ctx.record(f"batch/{bs}/{m}/bytes", nbytes, unit="bytes",
+                       note="GraphBatch.nbytes: what .to(device) copies")  # fmt: skip
+            ctx.record(f"batch/{bs}/{m}/collate_us", 1e6 * seconds, unit="us", better="lower")
+    for bs in BATCH_SIZES:
+        for host, device in zip(out[(bs, "host")], out[(bs, "device")], strict=True):
+            ctx.record(f"batch/{bs}/device_vs_host_bytes", device[1] / host[1], unit="x")
+    if not ctx.cuda:
+        ctx.unavailable("batch/*/to_device_us", "no CUDA device: host -> device copy not timed")
+        return
+    pinned = {
+        (bs, m): [datasets[m].collate_fn(datasets[m].__getitems__(i)).pin_memory()
+                  for i in idx[bs][:CUDA_BATCHES]]
+        for bs in BATCH_SIZES for m in MODES
+    }  # fmt: skip
+    transfers = {key: _transfer_case(batches) for key, batches in pinned.items()}
+    for case in transfers.values():
+        case()  # warm-up: CUDA context and allocator
+    for (bs, m), values in interleaved(transfers, ctx.repetitions("to device")).items():
+        for seconds in values:
+            ctx.record(f"batch/{bs}/{m}/to_device_us", 1e6 * seconds, unit="us", better="lower",
+                       note="pinned batch .to('cuda', non_blocking=True).dequantize()")  # fmt: skip
+
+
+def run(ctx: SuiteContext) -> None:
+    samples = ctx.option("samples", 3_000 if ctx.quick else 200_000)
+    n_batches = ctx.option("batches", 20 if ctx.quick else 200)
+    if samples < max(BATCH_SIZES) or n_batches < 1:
+        raise ValueError(f"quant: samples >= {max(BATCH_SIZES)} and batches >= 1 needed, "
+                         f"got {samples}, {n_batches}")  # fmt: skip
+    ctx.param("samples", samples)
+    ctx.param("batches", n_batches)
+    ctx.param("fields", ", ".join(f"{k} {v}" for k, v in FIELDS.items()))
+    ctx.param("percentile_fit", f"p{PERCENTILES[0]}-p{PERCENTILES[1]}")
+    src = ctx.workdir / "float"
+    generate(src, samples, progress=ctx.progress)
+    _stats(ctx, src)
+    reports = {
+        "minmax": quantize_store(src, ctx.workdir / "q-minmax", FIELDS, ranges=RANGES),
+        "pct": quantize_store(src, ctx.workdir / "q-pct", FIELDS, ranges=RANGES,
+                              percentiles=PERCENTILES),
+    }  # fmt: skip
+    _bytes(ctx, src, reports["minmax"].path)
+    _errors(ctx, reports)
+    _batches(ctx, reports["minmax"].path, n_batches)
+    ctx.note(
+        "error/<field>/<column>/... : the min/max fit; .../pct/...: the "
+        f"p{PERCENTILES[0]}-p{PERCENTILES[1]} fit (int8 fields only; outside it values "
+        "saturate and are counted as clipped). `length` has a fixed [0, 20] m range."
+    )
+
+
+SUITE = Suite(
+    name="quant",
+    summary="tj-data quantisation: bytes and error per feature, host vs device dequantisation",
+    run=run,
+    options={
+        "samples": "graphs in the generated float32 store (default 200000; quick 3000)",
+        "batches": "random batches per batch size and mode in the collate timing "
+                   "(default 200; quick 20)",
+    },
+)  # fmt: skip

@@ -1,0 +1,63 @@
+"""The phase3 suite: a quick run continues phase 2's run and records phase 3 against phase 2; the
+readings (changes, cache speed-up) from a run's files."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tj_bench.suites._phase_read import cache_speedup, phase3_readings
+
+POLICIES = ("phase3", "phase2", "fixed-time", "max-pressure", "greedy")
+
+
+def test_phase3_quick_run(quick) -> None:
+    r = quick.suite("phase3")
+    assert r.params["runs"] == "graph-s0 (seed 0)"  # phase 2's run of the same benchmark run
+    fig = {f.name: f for f in r.figures}
+    assert all(len(f.values) == 1 for f in fig.values())  # one training seed
+    for p in POLICIES:
+        assert 0 < fig[f"delay/{p}"].median < 300 and fig[f"cost/{p}"].median >= 0
+    c3, c2 = fig["cost/phase3"].median, fig["cost/phase2"].median
+    if c2 > 0:
+        assert fig["cost_change"].median == pytest.approx(100 * (c3 / c2 - 1))
+    assert fig["cost_limit"].median > 0, "the cost limit was never calibrated"
+    assert fig["lambda"].median >= 0 and 0 <= fig["data_wait"].median <= 100
+    assert fig["cache_speedup"].median > 0
+    assert 0 < fig["train_wall"].median <= fig["wall"].median
+    assert fig["peak_tree_pss"].median > 100  # MiB: ranks, collectors, SUMO
+    if any(s.suite == "phase2" for s in quick.results.suites):
+        # it continued the phase2 suite's run: the same phase-2 policy on the same held-out traffic
+        p2 = quick.suite("phase2").figure("graph/delay/held_out/policy").median
+        assert fig["delay/phase2"].median == pytest.approx(p2)
+
+
+def test_cache_speedup() -> None:
+    rows = [{"time/epoch_first_s": 1.2, "time/epoch_later_s": 1.0},
+            {"time/epoch_first_s": 1.5, "time/epoch_later_s": 1.0}, {"step": 3}]  # fmt: skip
+    assert cache_speedup(rows) == pytest.approx(1.35)
+    assert math.isnan(cache_speedup([{"step": 1}]))
+
+
+def _summary(delay: float, cost: float) -> dict:
+    return {p: {"avg_delay": {"mean": delay}, "cost": {"mean": cost}} for p in POLICIES}
+
+
+def test_phase3_readings() -> None:
+    metrics = {"avg_delay": {"phase3": 9.0, "phase2": 10.0, "fixed-time": 27.0},
+               "cost": {"phase3": 45.0, "phase2": 50.0}, "cost_limit": None, "lambda": 2.9,
+               "data_wait_fraction": 0.37, "train_wall_s": 97.0, "peak_tree_pss": 3 * 2**30,
+               "tree_uss_before": 10 * 2**20, "tree_uss_after": 16 * 2**20}  # fmt: skip
+    evaluation = {"held_out_heavy": {"summary": _summary(11.0, 100.0)}}
+    rows = [{"time/epoch_first_s": 2.0, "time/epoch_later_s": 1.0}]
+    got = {r.name: r for r in phase3_readings({"metrics": metrics}, evaluation, rows, 150.0)}
+    assert got["cost_change"].value == pytest.approx(-10.0)
+    assert got["delay_change"].value == pytest.approx(-10.0)
+    assert got["delay/fixed-time"].better is None and "delay/greedy" not in got
+    assert math.isnan(got["cost_limit"].value)  # not calibrated: no episode ended
+    assert got["heavy/cost/phase3"].value == 100.0 and got["cache_speedup"].value == 2.0
+    assert got["data_wait"].value == pytest.approx(37.0) and got["uss_left"].value == 6.0
+    metrics["cost"]["phase2"] = 0.0
+    got = {r.name: r for r in phase3_readings({"metrics": metrics}, evaluation, rows, 150.0)}
+    assert math.isnan(got["cost_change"].value)
