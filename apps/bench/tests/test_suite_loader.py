@@ -42,7 +42,12 @@ def test_table_rows_and_picks(quick) -> None:
     assert _values(r, "plan/workers")[0] == int(r.params["table/plan"].split("x")[0])
     assert _values(r, "autotune/workers")[0] == int(r.params["table/autotune"].split("x")[0])
     assert _values(r, "plan/estimate")[0] <= budget  # the plan fits by construction
-    assert _values(r, "autotune/x_fastest_hand")[0] > 0
+    # Whether any hand setting fits 1 GiB depends on the machine's process sizes (a fresh clone's
+    # CI took more than one here): either a ratio, or NaN that says why.
+    pick = r.figure("autotune/x_fastest_hand")
+    assert (pick.measured and pick.measured[0] > 0) or (
+        math.isnan(pick.values[0]) and "no hand setting stayed within the budget" in pick.note
+    ), (pick.values, pick.note)
     for kind in ("seed_style", "tj"):
         over = _values(r, f"table/{kind}_over_budget")[0]
         assert over == int(over) and 0 <= over <= len(rows) // 2
