@@ -52,3 +52,20 @@ def test_machine_line_keeps_a_dirty_marker(make_results) -> None:
     assert "commit 0123456789ab+dirty;" in machine_line(res)
     res.commit = None
     assert "commit unknown;" in machine_line(res)
+
+
+def test_suite_pngs_link_from_the_page_and_must_exist(make_results, tmp_path) -> None:
+    """A suite's PNGs lie beside its results.json; the page links them relative to its own
+    folder, and a PNG that was not copied along is an error naming it."""
+    with_png = suite("loader", 1.0)
+    with_png.artifacts.append("loader_sweep.png")
+    res = make_results(with_png)
+    results_dir = tmp_path / "docs" / "results"
+    results_dir.mkdir(parents=True)
+    with pytest.raises(TemplateError, match=r"loader_sweep\.png is missing"):
+        render_report("{{suite:loader}}", [res], assets=[results_dir], page_dir=tmp_path / "docs")
+    (results_dir / "loader_sweep.png").write_bytes(b"png")
+    text = render_report("{{suite:loader}}", [res], assets=[results_dir],
+                         page_dir=tmp_path / "docs")  # fmt: skip
+    assert "![loader_sweep.png](results/loader_sweep.png)" in text
+    assert "![loader_sweep.png](loader_sweep.png)" in render_report("{{suite:loader}}", [res])

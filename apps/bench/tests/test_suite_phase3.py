@@ -45,8 +45,9 @@ def _summary(delay: float, cost: float) -> dict:
 
 
 def test_phase3_readings() -> None:
-    metrics = {"avg_delay": {"phase3": 9.0, "phase2": 10.0, "fixed-time": 27.0},
-               "cost": {"phase3": 45.0, "phase2": 50.0}, "cost_limit": None, "lambda": 2.9,
+    metrics = {"avg_delay": {"phase3": 9.0, "phase2": 10.0, "fixed-time": 27.0, "greedy-m2": 12.0},
+               "cost": {"phase3": 45.0, "phase2": 50.0, "greedy-m2": 78.0}, "cost_limit": None,
+               "lambda": 2.9,
                "data_wait_fraction": 0.37, "train_wall_s": 97.0, "peak_tree_pss": 3 * 2**30,
                "tree_uss_before": 10 * 2**20, "tree_uss_after": 16 * 2**20}  # fmt: skip
     evaluation = {"held_out_heavy": {"summary": _summary(11.0, 100.0)}}
@@ -55,6 +56,7 @@ def test_phase3_readings() -> None:
     assert got["cost_change"].value == pytest.approx(-10.0)
     assert got["delay_change"].value == pytest.approx(-10.0)
     assert got["delay/fixed-time"].better is None and "delay/greedy" not in got
+    assert got["delay/greedy-m2"].value == 12.0 and got["cost/greedy-m2"].better is None
     assert math.isnan(got["cost_limit"].value)  # not calibrated: no episode ended
     assert got["heavy/cost/phase3"].value == 100.0 and got["cache_speedup"].value == 2.0
     assert got["data_wait"].value == pytest.approx(37.0) and got["uss_left"].value == 6.0

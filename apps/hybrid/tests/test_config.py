@@ -57,6 +57,14 @@ def test_set_overrides_are_typed_and_win() -> None:
     assert cfg.memory.budget_bytes(limit=2**40) == 3 * 2**30
 
 
+def test_eval_margins_add_named_hysteresis_baselines() -> None:
+    cfg = load_config(profile="smoke", overrides=["phase2.eval.margins=[2, 4.5]"]).config
+    policies = cfg.phase2.eval.baseline_policies()
+    assert [k for k, v in policies.items() if isinstance(v, str)] == cfg.phase2.eval.baselines
+    assert {k: v.margin for k, v in policies.items() if not isinstance(v, str)} == {
+        "greedy-m2": 2.0, "max-occupancy-m2": 2.0, "greedy-m4.5": 4.5, "max-occupancy-m4.5": 4.5}
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -74,6 +82,8 @@ def test_set_overrides_are_typed_and_win() -> None:
         ("data.path=/tmp/x", "config key data moved to phase1.data"),
         ("dist.nprocs=0", "dist: nprocs must be > 0"),
         ("monitor.warn=0.9", "monitor:"),
+        ("phase2.eval.margins=[2, 0]", "margins must be > 0 (0 is the plain baseline), got [0.0]"),
+        ("phase2.eval.baselines=[smart]", "phase2.eval.baselines"),
     ],
 )
 def test_bad_values_name_their_dotted_path(override: str, message: str) -> None:

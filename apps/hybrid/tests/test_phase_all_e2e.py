@@ -54,7 +54,7 @@ def test_phase_all_then_resume_repeats_nothing(
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
         assert set(evaluation[label]["summary"]) == {"phase2", "fixed-time", "max-pressure",
-                                                     "greedy"}  # fmt: skip
+                                                     "greedy", "max-occupancy"}  # fmt: skip
     report = (pdir / "report.md").read_text()
     assert "Held-out traffic" in report and "| phase2 |" in report
     result = json.loads((pdir / "result.json").read_text())
@@ -101,9 +101,9 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
         assert set(evaluation[label]["summary"]) == {"phase3", "phase2", "fixed-time",
-                                                     "max-pressure", "greedy"}  # fmt: skip
+                                                     "max-pressure", "greedy", "max-occupancy"}  # fmt: skip
         assert all("cost" in m for m in evaluation[label]["summary"].values())
-    for png in ("constraint.png", "learning.png", "heldout.png", "memory.png"):
+    for png in ("constraint.png", "learning.png", "heldout.png", "tradeoff.png", "memory.png"):
         assert (pdir / png).stat().st_size > 0, png
     report = (run_dir / "report.md").read_text()
     assert "| phase3 |" in report and "| phase2 |" in report and "| fixed-time |" in report

@@ -135,9 +135,12 @@ def test_mixed_policy_mixes_base_and_random_feasible(default_sc: Scenario) -> No
         make_policy("mixed", base="mixed")
     with pytest.raises(ValueError, match="switch_prob"):
         make_policy("mixed", switch_prob=1.5)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="margin must be a finite number >= 0"):
+            make_policy("greedy", margin=bad)
 
 
-@pytest.mark.parametrize("name", ["fixed-time", "max-pressure", "greedy"])
+@pytest.mark.parametrize("name", ["fixed-time", "max-pressure", "greedy", "max-occupancy"])
 def test_baselines_act_the_same_on_padded_observations(default_sc: Scenario, name: str) -> None:
     """Padding to a scenario's maximum (one space for every light) changes no baseline's decision:
     the phase flags are read from the end and padded lanes / actions are ignored."""
@@ -147,3 +150,38 @@ def test_baselines_act_the_same_on_padded_observations(default_sc: Scenario, nam
                       config=EnvConfig(metrics=True, max_phases=6, max_lanes=30))  # fmt: skip
     assert plain.rows[0]["avg_delay"] == padded.rows[0]["avg_delay"]
     assert plain.rows[0] == padded.rows[0]
+
+
+def test_max_occupancy_serves_approaching_vehicles_greedy_ignores(default_sc: Scenario) -> None:
+    """Vehicles still moving towards the light count for max-occupancy, not for greedy: with no one
+    halting, greedy keeps the current green (ties keep it) and max-occupancy switches to the green
+    whose incoming lanes hold the approaching vehicles."""
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=default_sc.replace(end=100.0))
+    try:
+        obs, infos = env.reset(seed=0)
+        occ, greedy = make_policy("max-occupancy"), make_policy("greedy")
+        occ.reset(env)
+        greedy.reset(env)
+        o = {k: np.array(v, copy=True) for k, v in obs["A0"].items()}
+        serves = env.lights["A0"].phase_movements().any(axis=2)  # [P, n_in]
+        p = serves.shape[0]
+        current = int(np.argmax(o["phase"][:p]))
+        target = next(k for k in range(p) if k != current and not serves[k] @ serves[current])
+        o["action_mask"][:p] = 1
+        o["lanes"][:, 0] = 0.0  # nobody halting
+        o["lanes"][:, 1] = 0.0
+        lanes = np.flatnonzero(serves[target])
+        o["lanes"][lanes, 1] = 3.0 / env.lane_capacity["A0"][lanes]  # three vehicles each
+        assert occ.compute_actions({"A0": o}, infos)["A0"] == target
+        assert greedy.compute_actions({"A0": o}, infos)["A0"] == current
+        # hysteresis: the current green is kept until another has more than `margin` more
+        # vehicles (here 3 per lane of the target green)
+        more = 3.0 * len(lanes)
+        for margin, expected in ((more, current), (more - 0.5, target)):
+            held = make_policy("max-occupancy", margin=margin)
+            held.reset(env)
+            assert held.compute_actions({"A0": o}, infos)["A0"] == expected, margin
+        o["lanes"][:, 1] = 0.0  # empty: keep the current green
+        assert occ.compute_actions({"A0": o}, infos)["A0"] == current
+    finally:
+        env.close()

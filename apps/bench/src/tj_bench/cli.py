@@ -130,7 +130,9 @@ def _report(argv: Sequence[str]) -> int:
     args = ap.parse_args(argv)
     try:
         loaded = [Results.load(p) for p in args.results]
-        text = render_report(args.template.read_text(), loaded)
+        page_dir = (args.output or Path("page.md")).resolve().parent
+        text = render_report(args.template.read_text(), loaded,
+                             assets=[p.resolve().parent for p in args.results], page_dir=page_dir)  # fmt: skip
     except (ResultsError, TemplateError, OSError) as exc:
         ap.error(str(exc))
     if args.output is None:

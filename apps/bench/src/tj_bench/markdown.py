@@ -59,7 +59,8 @@ def suite_table(result: SuiteResult) -> str:
     return "\n".join(lines)
 
 
-def render_suite(result: SuiteResult) -> str:
+def render_suite(result: SuiteResult, assets: str = "") -> str:
+    """The suite's section; ``assets``: the prefix of its PNG links (their folder, from the page)."""
     head = f"### {result.suite}"
     if result.status != "ok":
         first = result.error.strip().splitlines()[0] if result.error.strip() else ""
@@ -71,7 +72,7 @@ def render_suite(result: SuiteResult) -> str:
     for part, why in result.unavailable.items():
         parts.append(f"\n- not measured: {part} ({why})")
     parts.extend(f"\n- {n}" for n in result.notes)
-    parts.extend(f"\n![{a}]({a})" for a in result.artifacts)
+    parts.extend(f"\n![{a}]({assets}{a})" for a in result.artifacts)
     return "\n".join(parts) + "\n"
 
 

@@ -16,8 +16,10 @@ names every such placeholder: the page never shows a number that was not measure
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from tj_bench.markdown import format_value, machine_line, render_suite, suite_table
 from tj_bench.results import Results, SuiteResult
@@ -33,19 +35,27 @@ class TemplateError(ValueError):
     """Placeholders that the results cannot fill."""
 
 
-def _index(results: Sequence[Results]) -> dict[str, tuple[SuiteResult, Results]]:
-    out: dict[str, tuple[SuiteResult, Results]] = {}
-    for res in results:
+def _index(results: Sequence[Results]) -> dict[str, tuple[SuiteResult, Results, int]]:
+    out: dict[str, tuple[SuiteResult, Results, int]] = {}
+    for i, res in enumerate(results):
         for s in res.suites:
             if s.status == "ok" or s.suite not in out:
-                out[s.suite] = (s, res)
+                out[s.suite] = (s, res, i)
     return out
 
 
-def render_report(template: str, results: Sequence[Results]) -> str:
-    """Fill ``template``'s placeholders from ``results`` (later files win per suite)."""
+def render_report(template: str, results: Sequence[Results], *,
+                  assets: Sequence[Path] | None = None, page_dir: Path | None = None) -> str:  # fmt: skip
+    """Fill ``template``'s placeholders from ``results`` (later files win per suite).
+
+    ``assets``: per results file, the folder its PNGs are in (the runner writes a suite's PNGs
+    next to its results.json); links are then relative to ``page_dir`` (the page's folder,
+    default the current one), and a PNG that is not there is an error. ``None``: links are the
+    bare file names and nothing is checked."""
     if not results:
         raise TemplateError("no results files")
+    if assets is not None and len(assets) != len(results):
+        raise ValueError(f"assets: {len(assets)} folders for {len(results)} results files")
     suites = _index(results)
     problems: list[str] = []
 
@@ -69,9 +79,16 @@ def render_report(template: str, results: Sequence[Results]) -> str:
         hit = suite_of(arg, token)
         if hit is None:
             return token
-        suite, res = hit
+        suite, res, index = hit
         if kind == "suite":
-            return render_suite(suite).split("\n", 2)[-1].strip("\n")
+            prefix = ""
+            if assets is not None:
+                folder = assets[index]
+                problems.extend(f"{token}: {folder / a} is missing (copy it beside the results "
+                                f"file)" for a in suite.artifacts if not (folder / a).is_file())  # fmt: skip
+                rel = Path(os.path.relpath(folder, page_dir or Path.cwd())).as_posix()
+                prefix = "" if rel == "." else f"{rel}/"
+            return render_suite(suite, prefix).split("\n", 2)[-1].strip("\n")
         if kind == "table":
             return suite_table(suite)
         if kind == "runs":

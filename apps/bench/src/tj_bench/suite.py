@@ -18,9 +18,18 @@ from typing import Any, Literal, TypeVar
 
 from tj_bench.results import Figure, SuiteResult
 
-__all__ = ["Suite", "SuiteContext", "Unavailable"]
+__all__ = ["SizedOptions", "Suite", "SuiteContext", "Unavailable", "sized_help"]
 
 T = TypeVar("T")
+
+# option -> (default, default under --quick, what it does): a suite whose size options differ
+# between a full and a quick run declares them once, for ``ctx.sized_options`` and ``--list``
+SizedOptions = dict[str, tuple[Any, Any, str]]
+
+
+def sized_help(table: SizedOptions) -> dict[str, str]:
+    """``Suite.options`` (option -> help) of a ``SizedOptions`` table, with both defaults."""
+    return {k: f"{what} (default {d}; quick {q})" for k, (d, q, what) in table.items()}
 
 
 class Unavailable(RuntimeError):
@@ -103,6 +112,15 @@ class SuiteContext:
             return _convert(raw, default)
         except ValueError as exc:
             raise ValueError(f"--set {self.suite}.{key}={raw}: {exc}") from None
+
+    def sized_options(self, table: SizedOptions) -> dict[str, Any]:
+        """Every option of ``table`` (its quick default under ``--quick``), each also recorded as a
+        setting of the results."""
+        out = {}
+        for key, (default, quick, _) in table.items():
+            out[key] = self.option(key, quick if self.quick else default)
+            self.param(key, out[key])
+        return out
 
     def unused_options(self) -> list[str]:
         return sorted(set(self.options) - self._used)

@@ -14,7 +14,7 @@ __all__ = ["BASELINES", "Reading", "cache_speedup", "phase1_readings", "phase2_r
            "phase3_readings"]  # fmt: skip
 
 MIB, GIB = 2**20, 2**30
-BASELINES = ("fixed-time", "max-pressure", "greedy")
+BASELINES = ("fixed-time", "max-pressure", "greedy", "max-occupancy")
 SETS = ("held_out", "held_out_heavy")
 
 
@@ -100,7 +100,9 @@ def phase3_readings(result: Mapping[str, Any], evaluation: Mapping[str, Any],
     m = result["metrics"]
     delay, cost = m["avg_delay"], m["cost"]
     out: list[Reading] = []
-    for policy in ("phase3", "phase2", *BASELINES):
+    named = ("phase3", "phase2", *BASELINES)
+    # then any other evaluated policy (e.g. ``phase2.eval.margins``' hysteresis baselines)
+    for policy in (*named, *sorted(set(delay) - set(named))):
         better = "lower" if policy == "phase3" else None
         if policy in delay:
             out.append(Reading(f"delay/{policy}", delay[policy], "s", better))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tj_bench.measure import MIB, timed
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_bench.suites._data_baselines import (
     InRamDataset,
     JsonChunkReader,
@@ -34,8 +34,7 @@ from tj_bench.suites._data_store import dir_bytes, warm_page_cache, write_stores
 
 __all__ = ["SUITE", "run"]
 
-# option -> (default, quick default, what it does)
-OPTIONS: dict[str, tuple[Any, Any, str]] = {
+OPTIONS: SizedOptions = {
     "size_gb": (2.0, 0.005, "size of the generated store (GB of stored arrays, per backend)"),
     "shard_size": (8192, 1024, "samples per shard"),
     "batch_size": (32, 32, "samples per batch"),
@@ -50,14 +49,6 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
 }
 
 PYG_MISSING = "torch-geometric is not installed (tj-bench's `compare` extra)"
-
-
-def _options(ctx: SuiteContext) -> dict[str, Any]:
-    out = {}
-    for key, (default, quick, _) in OPTIONS.items():
-        out[key] = ctx.option(key, quick if ctx.quick else default)
-        ctx.param(key, out[key])
-    return out
 
 
 def _store_facts(ctx: SuiteContext, mmap: Any, paths: dict[str, Any], gen_s: float) -> None:
@@ -185,7 +176,7 @@ def _pss(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> None:
 
 
 def run(ctx: SuiteContext) -> None:
-    o = _options(ctx)
+    o = ctx.sized_options(OPTIONS)
     paths = {"npy": ctx.workdir / "store-npy", "hdf5": ctx.workdir / "store-hdf5"}
     _, gen_s = timed(lambda: write_stores(paths, o["size_gb"], o["shard_size"],
                                           progress=ctx.progress))  # fmt: skip
@@ -219,5 +210,5 @@ SUITE = Suite(
     summary="tj-data read + collate throughput (mmap / HDF5 / chunked / streaming vs in-RAM, "
     "PyG, seed JSON) and DataLoader PSS per epoch",
     run=run,
-    options={k: f"{what} (default {d}; quick {q})" for k, (d, q, what) in OPTIONS.items()},
+    options=sized_help(OPTIONS),
 )

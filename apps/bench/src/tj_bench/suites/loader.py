@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from tj_bench.measure import MIB, timed
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_bench.suites import _data_store
 from tj_bench.suites._loader_measure import Measurement, busy, measure
 from tj_bench.suites._loader_plot import SweepPoint, plot_sweep
@@ -32,8 +32,7 @@ __all__ = ["SUITE", "run"]
 
 GIB = 1 << 30
 
-# option -> (default, quick default, what it does)
-OPTIONS: dict[str, tuple[Any, Any, str]] = {
+OPTIONS: SizedOptions = {
     "size_gb": (4.0, 0.01, "size of the generated npy store (GB of stored arrays)"),
     "budget_gb": (1.0, 1.0, "RAM budget: peak PSS of the whole process tree (GiB)"),
     "batch_size": (32, 32, "samples per batch"),
@@ -47,14 +46,6 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "epoch_batches": (0, 0, "cap on batches per budget epoch (0: full epochs)"),
     "pss_interval": (0.25, 0.1, "PSS polling interval (s)"),
 }
-
-
-def _options(ctx: SuiteContext) -> dict[str, Any]:
-    out = {}
-    for key, (default, quick, _) in OPTIONS.items():
-        out[key] = ctx.option(key, quick if ctx.quick else default)
-        ctx.param(key, out[key])
-    return out
 
 
 def _generate(store: Path, o: dict[str, Any]) -> None:
@@ -186,7 +177,7 @@ def run(ctx: SuiteContext) -> None:
     from tj_data import MmapGraphDataset
     from tj_monitor import tree_memory
 
-    o = _options(ctx)
+    o = ctx.sized_options(OPTIONS)
     store = ctx.workdir / "store"
     _generate(store, o)
     ds = MmapGraphDataset(store)
@@ -207,5 +198,5 @@ SUITE = Suite(
     summary="DataLoader settings under a RAM budget: the seeds' table, plan_loader, "
     "autotune_loader vs the best hand setting, budget held over epochs",
     run=run,
-    options={k: f"{what} (default {d}; quick {q})" for k, (d, q, what) in OPTIONS.items()},
+    options=sized_help(OPTIONS),
 )

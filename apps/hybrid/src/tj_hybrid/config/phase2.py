@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from tj_hybrid.config.sections import positive
 
@@ -60,13 +60,29 @@ class EvalSection:
     """Held-out evaluation: the trained policy and tj-rl's baselines, same protocol."""
 
     sumo_seeds: list[int] = field(default_factory=lambda: [90_001, 90_002])
-    baselines: list[Literal["fixed-time", "max-pressure", "greedy"]] = field(
-        default_factory=lambda: ["fixed-time", "max-pressure", "greedy"]
+    baselines: list[Literal["fixed-time", "max-pressure", "greedy", "max-occupancy"]] = field(
+        default_factory=lambda: ["fixed-time", "max-pressure", "greedy", "max-occupancy"]
     )
+    # also greedy and max-occupancy with these hysteresis margins (vehicles), named
+    # ``greedy-m2`` etc.: more points for phase 3's delay-vs-cost picture
+    margins: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.sumo_seeds:
             raise ValueError("sumo_seeds: at least one")
+        bad = [m for m in self.margins if not m > 0]
+        if bad:
+            raise ValueError(f"margins must be > 0 (0 is the plain baseline), got {bad}")
+
+    def baseline_policies(self) -> dict[str, Any]:
+        """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with a margin)."""
+        from tj_rl import make_policy
+
+        out: dict[str, Any] = {name: name for name in self.baselines}
+        for m in self.margins:
+            for base in ("greedy", "max-occupancy"):
+                out[f"{base}-m{m:g}"] = make_policy(base, margin=m)
+        return out
 
 
 @dataclass(kw_only=True)

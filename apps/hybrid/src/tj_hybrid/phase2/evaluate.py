@@ -28,7 +28,7 @@ def evaluate_policy(cfg: HybridConfig, setup: Phase2Setup, agent: Path) -> dict[
     trained = (ModulePolicy(load_module(agent)) if cfg.phase2.policy == "lane-mlp"
                else AgentPolicy(agent))  # fmt: skip
     policies: dict[str, Any] = {"phase2": trained}
-    policies |= {name: name for name in cfg.phase2.eval.baselines}
+    policies |= cfg.phase2.eval.baseline_policies()
     out: dict[str, Any] = {}
     for label, demand in (("held_out", setup.held_out), ("held_out_heavy", setup.held_out_heavy)):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)

@@ -36,7 +36,7 @@ def evaluate_phase3(cfg: HybridConfig, setup: Any, agents: Mapping[str, Path],
     shielded = shielded or {}
     policies: dict[str, Any] = {name: AgentPolicy(path, shield_threshold=shielded.get(name))
                                 for name, path in agents.items()}  # fmt: skip
-    policies |= {name: name for name in cfg.phase2.eval.baselines}
+    policies |= cfg.phase2.eval.baseline_policies()
     out: dict[str, Any] = {}
     for label, demand in (("held_out", setup.held_out), ("held_out_heavy", setup.held_out_heavy)):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)

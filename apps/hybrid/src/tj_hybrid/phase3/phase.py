@@ -66,7 +66,7 @@ class Phase3:
                 f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
                 f"({(after.uss - before.uss) / 2**20:+.0f})",
         }  # fmt: skip
-        report = write_phase3_report(pdir, evaluation, facts)
+        report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"])
         summ = evaluation["held_out"]["summary"]
         delay = {p: s["avg_delay"]["mean"] for p, s in summ.items()}
         cost = {p: s["cost"]["mean"] for p, s in summ.items()}

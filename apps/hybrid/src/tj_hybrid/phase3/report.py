@@ -1,5 +1,6 @@
 """Phase 3's report: the constraint over training (episode cost against the limit, lambda), the
-learning curves, and the held-out tables of the phase-3 and phase-2 policies and the baselines."""
+learning curves, the held-out tables of the phase-3 and phase-2 policies and the baselines, and
+where each of them sits between delay and safety cost (``tradeoff.png``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ __all__ = [
     "PHASE3_PANELS",
     "plot_constraint",
     "plot_phase3_learning",
+    "plot_tradeoff",
     "write_phase3_report",
 ]
 
@@ -62,6 +64,40 @@ def plot_constraint(metrics_jsonl: Path, out: Path) -> Path | None:
     return out
 
 
+def plot_tradeoff(evaluation: dict[str, Any], out: Path, cost_limit: float | None = None
+                  ) -> Path | None:  # fmt: skip
+    """``tradeoff.png``: per held-out set, every policy's mean avg delay against its mean episode
+    cost, the cost limit as a line. Why: a cost that moves with delay across all controllers is
+    one the policy can only cut by cutting delay; this shows it. (No whiskers: the spread over
+    episodes is mostly the demand's, the same for every policy, and hides the differences.)"""
+    from matplotlib.figure import Figure
+
+    labels = [k for k, v in evaluation.items() if v["summary"]]
+    if not labels:
+        return None
+    fig = Figure(figsize=(5.5 * len(labels), 4.2))
+    axes = fig.subplots(1, len(labels), squeeze=False)[0]
+    for ax, label in zip(axes, labels, strict=True):
+        for name, m in evaluation[label]["summary"].items():
+            if "cost" not in m:
+                continue
+            d, c = m["avg_delay"]["mean"], m["cost"]["mean"]
+            color = HIGHLIGHT.get(name, "tab:gray")
+            ax.scatter([d], [c], color=color, zorder=3)
+            ax.annotate(name, (d, c), textcoords="offset points", xytext=(5, 4), fontsize=8,
+                        color=color)  # fmt: skip
+        if cost_limit is not None and label == "held_out":
+            ax.axhline(cost_limit, linestyle="--", color="tab:red", label="cost limit")
+            ax.legend(fontsize=8, loc="lower right")
+        ax.set_title(label.replace("_", " "))
+        ax.set_xlabel("avg delay (s)")
+        ax.set_ylabel("episode cost")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
 PHASE3_PANELS = (("episode_return_mean", "episode return (training traffic)"),
                  ("policy/entropy", "policy entropy"), ("policy/approx_kl", "approx. KL"),
                  ("time/data_wait_fraction", "data-wait fraction"))  # fmt: skip
@@ -72,8 +108,8 @@ def plot_phase3_learning(metrics_jsonl: Path, out: Path) -> Path | None:
     return plot_learning(metrics_jsonl, out, PHASE3_PANELS, xlabel="phase-3 iteration")
 
 
-def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any]
-                        ) -> Path:  # fmt: skip
+def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any],
+                        cost_limit: float | None = None) -> Path:  # fmt: skip
     """``phase3/report.md`` + PNGs; the evaluation is saved to ``eval.json``."""
     atomic_write_json(pdir.eval, {k: {"summary": v["summary"], "rows": v["rows"]}
                                   for k, v in evaluation.items()})  # fmt: skip
@@ -83,7 +119,9 @@ def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[
                                      pdir.root / "heldout.png", highlight=HIGHLIGHT),
                         plot_heldout({k: {"summary": v["summary"]} for k, v in evaluation.items()},
                                      pdir.root / "heldout_cost.png", metric="cost",
-                                     highlight=HIGHLIGHT)) if p]  # fmt: skip
+                                     highlight=HIGHLIGHT),
+                        plot_tradeoff(evaluation, pdir.root / "tradeoff.png", cost_limit))
+            if p]  # fmt: skip
     summary = evaluation["held_out"]["summary"]
     delay = {p: s["avg_delay"]["mean"] for p, s in summary.items()}
     cost = {p: s["cost"]["mean"] for p, s in summary.items()}
