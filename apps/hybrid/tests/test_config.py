@@ -82,7 +82,9 @@ def test_eval_margins_add_named_hysteresis_baselines() -> None:
         ("data.path=/tmp/x", "config key data moved to phase1.data"),
         ("dist.nprocs=0", "dist: nprocs must be > 0"),
         ("monitor.warn=0.9", "monitor:"),
-        ("phase2.eval.margins=[2, 0]", "margins must be > 0 (0 is the plain baseline), got [0.0]"),
+        ("phase2.eval.margins=[2, 0]", "margins must be finite and > 0 (0 is the plain baseline)"),
+        ("phase2.eval.margins=[2, .inf]", "margins must be finite and > 0"),
+        ("phase2.eval.margins=[2, 2]", "margins: each at most once"),
         ("phase2.eval.baselines=[smart]", "phase2.eval.baselines"),
     ],
 )

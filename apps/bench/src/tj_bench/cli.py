@@ -131,8 +131,8 @@ def _report(argv: Sequence[str]) -> int:
     try:
         loaded = [Results.load(p) for p in args.results]
         page_dir = (args.output or Path("page.md")).resolve().parent
-        text = render_report(args.template.read_text(), loaded,
-                             assets=[p.resolve().parent for p in args.results], page_dir=page_dir)  # fmt: skip
+        folders = [p.resolve().parent for p in args.results]  # a suite's PNGs lie beside it
+        text = render_report(args.template.read_text(), loaded, assets=folders, page_dir=page_dir)
     except (ResultsError, TemplateError, OSError) as exc:
         ap.error(str(exc))
     if args.output is None:

@@ -44,8 +44,13 @@ def _index(results: Sequence[Results]) -> dict[str, tuple[SuiteResult, Results, 
     return out
 
 
-def render_report(template: str, results: Sequence[Results], *,
-                  assets: Sequence[Path] | None = None, page_dir: Path | None = None) -> str:  # fmt: skip
+def render_report(
+    template: str,
+    results: Sequence[Results],
+    *,
+    assets: Sequence[Path] | None = None,
+    page_dir: Path | None = None,
+) -> str:
     """Fill ``template``'s placeholders from ``results`` (later files win per suite).
 
     ``assets``: per results file, the folder its PNGs are in (the runner writes a suite's PNGs
@@ -84,8 +89,9 @@ def render_report(template: str, results: Sequence[Results], *,
             prefix = ""
             if assets is not None:
                 folder = assets[index]
+                missing = [a for a in suite.artifacts if not (folder / a).is_file()]
                 problems.extend(f"{token}: {folder / a} is missing (copy it beside the results "
-                                f"file)" for a in suite.artifacts if not (folder / a).is_file())  # fmt: skip
+                                "file)" for a in missing)  # fmt: skip
                 rel = Path(os.path.relpath(folder, page_dir or Path.cwd())).as_posix()
                 prefix = "" if rel == "." else f"{rel}/"
             return render_suite(suite, prefix).split("\n", 2)[-1].strip("\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,9 +71,11 @@ class EvalSection:
     def __post_init__(self) -> None:
         if not self.sumo_seeds:
             raise ValueError("sumo_seeds: at least one")
-        bad = [m for m in self.margins if not m > 0]
+        bad = [m for m in self.margins if not (math.isfinite(m) and m > 0)]
         if bad:
-            raise ValueError(f"margins must be > 0 (0 is the plain baseline), got {bad}")
+            raise ValueError(f"margins must be finite and > 0 (0 is the plain baseline), got {bad}")
+        if len(set(self.margins)) != len(self.margins):
+            raise ValueError(f"margins: each at most once, got {self.margins}")
 
     def baseline_policies(self) -> dict[str, Any]:
         """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with a margin)."""
