@@ -52,7 +52,12 @@ def test_report_and_compare_commands(tmp_path: Path, make_results, bench) -> Non
     proc = bench("report", str(res), "--template", str(template), "--output", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text().endswith("value 2.00\n")
+    template.write_text("{{value:data/f}} {{value:data@again/f}}\n")
+    proc = bench("report", str(res), f"again={res}", "--template", str(template), timeout=120)
+    assert proc.returncode == 0 and proc.stdout.endswith("2.00 2.00\n\n"), proc.stderr
     template.write_text("{{value:data/g}}")
     proc = bench("report", str(res), "--template", str(template), timeout=120)
     assert proc.returncode == 2 and "no figure 'g'" in proc.stderr
+    proc = bench("report", f"bad label={res}", "--template", str(template), timeout=120)
+    assert proc.returncode == 2 and "LABEL=RESULTS.json" in proc.stderr
     assert bench("compare", str(res), str(res), timeout=120).returncode == 0

@@ -69,3 +69,27 @@ def test_suite_pngs_link_from_the_page_and_must_exist(make_results, tmp_path) ->
                          page_dir=tmp_path / "docs")  # fmt: skip
     assert "![loader_sweep.png](results/loader_sweep.png)" in text
     assert "![loader_sweep.png](loader_sweep.png)" in render_report("{{suite:loader}}", [res])
+
+
+def test_a_labelled_file_adds_its_suites_under_the_label(make_results) -> None:
+    """Phase 2 measured on two scenarios: the labelled file's suite is ``phase2@grid`` and
+    does not replace the unlabelled ``phase2``; an unknown label is an error naming it."""
+    default = make_results(suite("phase2", 9.0))
+    grid = make_results(suite("phase2", 14.0))
+    text = render_report("{{value:phase2/read/mmap}} {{value:phase2@grid/read/mmap}}",
+                         [default, grid], labels=[None, "grid"])  # fmt: skip
+    assert text.endswith("9.00 14.0")
+    with pytest.raises(TemplateError, match="no suite 'phase2@heavy'"):
+        render_report("{{value:phase2@heavy/read/mmap}}", [default, grid], labels=[None, "grid"])
+    with pytest.raises(ValueError, match="each at most once"):
+        render_report("x", [default, grid], labels=["grid", "grid"])
+
+
+def test_labels_on_the_command_line() -> None:
+    from tj_bench.report import parse_labelled
+
+    assert parse_labelled("grid=out/results.json") == ("grid", "out/results.json")
+    assert parse_labelled("out/results.json") == (None, "out/results.json")
+    for bad in ("=out.json", "a b=out.json", "grid="):
+        with pytest.raises(ValueError, match=r"LABEL=RESULTS\.json"):
+            parse_labelled(bad)

@@ -5,7 +5,9 @@
     uv run apps/bench --quick                  # every suite at its smallest size (CI)
     uv run apps/bench env --compare old/results.json   # exit 1 when a figure regressed
     uv run apps/bench report results.json [more.json ...] --output docs/BENCHMARKS.md
+    uv run apps/bench report results.json grid=grid/results.json   # grid's suites: SUITE@grid
     uv run apps/bench compare new.json old.json
+    uv run apps/bench redact results.json --path /scratch/runs=RUNS   # before committing it
 
 Exit status: 0 all well; 1 a suite failed or a figure regressed against --compare; 2 bad usage.
 """
@@ -30,7 +32,8 @@ def _run_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="apps/bench", description="TJ Transport benchmark runner.",
         epilog="Other commands: `apps/bench report RESULTS.json ...`, "
-               "`apps/bench compare NEW.json OLD.json`. Suites: " + ", ".join(NAMES),
+               "`apps/bench compare NEW.json OLD.json`, `apps/bench redact RESULTS.json`. "
+               "Suites: " + ", ".join(NAMES),
     )  # fmt: skip
     ap.add_argument("suites", nargs="*", metavar="SUITE", help="suites to run (default: all)")
     ap.add_argument("--quick", action="store_true", help="smallest sizes: checks that suites run")
@@ -120,20 +123,25 @@ def _compare(argv: Sequence[str]) -> int:
 
 
 def _report(argv: Sequence[str]) -> int:
-    from tj_bench.report import TemplateError, render_report
+    from tj_bench.report import TemplateError, parse_labelled, render_report
 
     ap = argparse.ArgumentParser(prog="apps/bench report",
                                  description="Render docs/BENCHMARKS.md from results files.")
-    ap.add_argument("results", type=Path, nargs="+", help="results.json files (later ones win)")
+    ap.add_argument("results", nargs="+", metavar="[LABEL=]RESULTS.json",
+                    help="results files (later ones win per suite); a labelled file's suites "
+                         "are SUITE@LABEL in the template and replace nothing")  # fmt: skip
     ap.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
     ap.add_argument("--output", type=Path, default=None, help="default: print to stdout")
     args = ap.parse_args(argv)
     try:
-        loaded = [Results.load(p) for p in args.results]
+        labelled = [parse_labelled(a) for a in args.results]
+        paths = [Path(p) for _, p in labelled]
+        loaded = [Results.load(p) for p in paths]
         page_dir = (args.output or Path("page.md")).resolve().parent
-        folders = [p.resolve().parent for p in args.results]  # a suite's PNGs lie beside it
-        text = render_report(args.template.read_text(), loaded, assets=folders, page_dir=page_dir)
-    except (ResultsError, TemplateError, OSError) as exc:
+        folders = [p.resolve().parent for p in paths]  # a suite's PNGs lie beside it
+        text = render_report(args.template.read_text(), loaded, assets=folders,
+                             page_dir=page_dir, labels=[x for x, _ in labelled])  # fmt: skip
+    except (ResultsError, TemplateError, OSError, ValueError) as exc:
         ap.error(str(exc))
     if args.output is None:
         print(text)
@@ -143,10 +151,33 @@ def _report(argv: Sequence[str]) -> int:
     return 0
 
 
+def _redact(argv: Sequence[str]) -> int:
+    from tj_bench.redact import parse_rule, redact_file
+
+    ap = argparse.ArgumentParser(prog="apps/bench redact",
+                                 description="Replace this machine's paths in a results file.")
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--path", dest="rules", action="append", default=[], metavar="PATH=STAND_IN",
+                    help="replace PATH wherever it occurs (repeatable)")
+    ap.add_argument("--keep-home", action="store_true", help="leave the home folder as it is")
+    ap.add_argument("--output", type=Path, default=None, help="default: rewrite RESULTS")
+    args = ap.parse_args(argv)
+    try:
+        rules = [parse_rule(r) for r in args.rules]
+        home = None if args.keep_home else str(Path.home())
+        out = redact_file(args.results, rules, output=args.output, home=home)
+    except (ResultsError, OSError, ValueError) as exc:
+        ap.error(str(exc))
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return _report(argv[1:])
     if argv and argv[0] == "compare":
         return _compare(argv[1:])
+    if argv and argv[0] == "redact":
+        return _redact(argv[1:])
     return _run(argv)
