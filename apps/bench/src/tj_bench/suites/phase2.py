@@ -104,7 +104,8 @@ SUITE = Suite(
         "scenario": "default, grid (a generated 2x2 grid) or a .sumocfg path",
         "sets": "extra --set values for apps/hybrid, ';'-separated",
         "root": "keep the runs in this folder; a finished phase-1 run in ROOT/base is reused",
-        "parallel": "phase-2 runs at a time (default 1)",
+        "parallel": "phase-2 runs at a time (default 1; each trainer already uses every core: "
+                    "two at once on 2 cores ran >10x slower than one after the other)",
         "sampling_decisions": "decisions per sampling round (default 720, quick 60; 0: off)",
     },
 )  # fmt: skip
