@@ -11,8 +11,9 @@ results files:
 
 With several files, a later file's suite replaces an earlier one's (measure some suites again,
 keep the rest). A file given a label (``grid=results.json`` on the command line) replaces
-nothing: its suites are named ``SUITE@LABEL`` (``{{range:phase2@grid/graph/heldout_delay}}``),
-for a suite measured twice with different settings (phase 2 on two scenarios). A placeholder
+nothing: its suites are named ``SUITE@LABEL``
+(``{{range:phase2@grid/graph/delay/held_out/policy}}``), for a suite measured twice with
+different settings (phase 2 on two scenarios). A placeholder
 whose suite or figure is missing, or that failed, is an error that names every such placeholder:
 the page never shows a number that was not measured.
 """
