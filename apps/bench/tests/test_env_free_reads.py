@@ -17,7 +17,7 @@ import json
 import numpy as np
 from tj_bench.suites._env_free_reads import record_reads, replay_reads
 from tj_bench.suites._env_worker import random_feasible
-from tj_rl import EnvConfig, Scenario, TrafficSignalCore, default_scenario
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
 
 sc = Scenario.from_sumocfg(default_scenario().sumocfg, end=120.0)  # as the env worker makes it
 cfg = EnvConfig(kernel="numpy", all_red_time=0.0)

@@ -19,7 +19,7 @@ from tj_hybrid.config import (
     validate_dataclass,
 )
 from tj_hybrid.config.loading import find_project_root
-from tj_rl import EnvConfig
+from tj_rl.env import EnvConfig
 
 ROOT = find_project_root(Path(__file__).parent)
 

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 def test_phase_2_runs_on_a_two_node_cluster(
     small_args: list[str], tiny_phase2: list[str], tmp_path: Path, app: Path
 ) -> None:
-    from tj_rl.processes import processes_naming
-    from tj_rl.ray_cluster import LocalCluster
+    from tj_dist.ray_cluster import LocalCluster
+    from tj_monitor.processes import processes_naming
 
     with LocalCluster(nodes=2, cpus_per_node=1) as cluster:
         args = [*small_args, "--set", "run.name=p2cluster", "--set", "phase1.steps=5",

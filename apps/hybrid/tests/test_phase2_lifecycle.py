@@ -79,7 +79,7 @@ def test_ctrl_c_in_phase_2_stops_ray_and_sumo_and_resume_continues(
 def test_a_net_without_controllable_lights_fails_before_anything_starts(
     tmp_path: Path, run: Any
 ) -> None:
-    from tj_rl.runtime import sumo_binary
+    from tj_rl.env.runtime import sumo_binary
 
     net = tmp_path / "plain.net.xml"
     subprocess.run([sumo_binary("netgenerate"), "--grid", "--grid.number=2", "-o", str(net)],

@@ -39,8 +39,9 @@ def test_a_module_trained_without_a_phase1_agent_exports_and_loads(tmp_path) -> 
 
     from tj_hybrid.phase2.train import fresh_agent_config
     from tj_models import TrafficAgent
-    from tj_rl import EnvConfig, Scenario, TrafficSignalCore, export_agent, graph_module_spec
-    from tj_rl.rllib_module import GraphModuleConfig
+    from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+    from tj_rl.rllib import export_agent, graph_module_spec
+    from tj_rl.rllib.module import GraphModuleConfig
 
     root = Path(__file__).resolve().parents[3]
     scenario = Scenario.from_sumocfg(root / "configs/scenarios/default/default.sumocfg")

@@ -21,8 +21,8 @@ from tj_data import collate_graphs
 from tj_data.live import sample_nbytes
 from tj_hybrid.phase3.batch import EmbeddingCache, IterationBatch
 from tj_models import RiskGNN, TrafficAgentConfig
-from tj_rl.rollout import ROLLOUT_FIELDS, rollout_schema
-from tj_rl.rollout_batch import rollout_graph
+from tj_rl.rollout.batch import rollout_graph
+from tj_rl.rollout.samples import ROLLOUT_FIELDS, rollout_schema
 
 MOVEMENTS = 16
 # one light's observation shapes (what phase 3's plan hands the ranks): 4 phases, 6 lanes

@@ -7,7 +7,7 @@ pool when nothing arrives (injected clock). The real ``collector_main`` is teste
 
 The collectors are spawned: each imports this module by name to find its target, so its top level
 stays light (no torch; the pool is imported inside the tests) and the test collectors send a
-stand-in that unpickles as a real ``tj_rl.collector.Fragment`` in the rank.
+stand-in that unpickles as a real ``tj_rl.rollout.collector.Fragment`` in the rank.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def _importable_by_children() -> Iterator[None]:
 
 # ---------------------------------------------------------------------- test collectors
 def _fragment(samples: list[dict[str, np.ndarray]], episodes: list[dict[str, Any]]) -> Any:
-    """A real ``tj_rl.collector.Fragment``, built where it is unpickled (the rank)."""
-    from tj_rl.collector import Fragment
+    """A real ``tj_rl.rollout.collector.Fragment``, built where it is unpickled (the rank)."""
+    from tj_rl.rollout.collector import Fragment
 
     return Fragment(samples=samples, version=0, steps=len(samples), episodes=episodes)
 

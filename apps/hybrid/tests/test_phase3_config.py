@@ -10,7 +10,7 @@ import pytest
 from tj_hybrid.cli import main
 from tj_hybrid.config import ConfigError, load_config
 from tj_hybrid.phase3.plan import COLLECTOR_PSS, RANK_PSS, byte_bound, collector_count
-from tj_rl import COST_NAMES
+from tj_rl.env import COST_NAMES
 
 BAD = [
     ("phase3.cost_limit=x", "phase3: cost_limit: a number >= 0 or 'auto', got 'x'"),

@@ -45,8 +45,8 @@ def real_spec(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
 
     from tj_hybrid.phase3.collectors import CollectorSpec
     from tj_models import TrafficAgent, TrafficAgentConfig
-    from tj_rl import EnvConfig, TrafficSignalCore, default_scenario
-    from tj_rl.rollout import rollout_schema
+    from tj_rl.env import EnvConfig, TrafficSignalCore, default_scenario
+    from tj_rl.rollout.samples import rollout_schema
 
     scenario = default_scenario(REPO / "configs/scenarios/default/default.sumocfg").replace(end=60.0)
     env = EnvConfig(metrics=False)

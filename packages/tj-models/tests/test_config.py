@@ -56,7 +56,7 @@ def test_dict_round_trip_and_unknown_keys() -> None:
 
 
 def test_rollout_defaults_are_tj_rl_snapshot_defaults() -> None:
-    # tj_rl.features.GraphConfig(): edge_radius=30.0, k_nearest=4, conflict_distance=2.5, math heading
+    # tj_rl.env.features.GraphConfig(): edge_radius=30.0, k_nearest=4, conflict_distance=2.5, math heading
     cfg = RolloutConfig()
     assert (cfg.edge_radius, cfg.max_neighbors, cfg.conflict_distance) == (30.0, 4, 2.5)
     assert cfg.heading == "math"

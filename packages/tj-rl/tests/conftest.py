@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tj_rl import (
+from tj_rl.env import (
     EnvConfig,
     Scenario,
     SyntheticSpec,
@@ -150,7 +150,7 @@ def local_ray():
 
     import ray
 
-    from tj_rl.ray_session import RaySession, RaySessionConfig
+    from tj_dist.ray_session import RaySession, RaySessionConfig
 
     temp_dir = tempfile.mkdtemp(prefix="tjray")
     config = RaySessionConfig(num_cpus=1, object_store_bytes=80 * 2**20, temp_dir=temp_dir)

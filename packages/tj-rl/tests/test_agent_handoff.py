@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 from ray.rllib.core.columns import Columns
 
 from tj_models import CheckpointError, ControllerConfig, TrafficAgent, TrafficAgentConfig
-from tj_rl import EnvConfig, FixedTimePolicy, Scenario, TrafficSignalCore, default_scenario
-from tj_rl.agent_io import ENCODER_PREFIX, export_agent
-from tj_rl.agent_policy import AgentPolicy
-from tj_rl.demand import DemandPool
-from tj_rl.heldout import evaluate_heldout
-from tj_rl.rllib_module import GraphModuleConfig, TrafficRLModule, graph_module_spec
-from tj_rl.runtime import child_env, sumo_home, tool_command
+from tj_rl.control import FixedTimePolicy
+from tj_rl.control.agent_policy import AgentPolicy
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
+from tj_rl.env.runtime import child_env, sumo_home, tool_command
+from tj_rl.eval.heldout import evaluate_heldout
+from tj_rl.rllib.export import ENCODER_PREFIX, export_agent
+from tj_rl.rllib.module import GraphModuleConfig, TrafficRLModule, graph_module_spec
+from tj_rl.traffic.demand import DemandPool
 
 _FAST = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -297,13 +298,13 @@ def test_agent_policy_never_imports_ray(fresh_python, exported) -> None:
     _, _, out = exported
     code = (
         "import sys\n"
-        "from tj_rl.agent_policy import AgentPolicy\n"
-        "import tj_rl\n"
+        "from tj_rl.control.agent_policy import AgentPolicy\n"
+        "import tj_rl.control, tj_rl.env as E\n"
         "early = sorted(m for m in ('torch', 'ray', 'tj_models') if m in sys.modules)\n"
-        "assert tj_rl.AgentPolicy is AgentPolicy\n"
+        "assert tj_rl.control.AgentPolicy is AgentPolicy\n"
         f"policy = AgentPolicy({str(out)!r})\n"
-        "env = tj_rl.TrafficSignalCore(tj_rl.EnvConfig(metrics=False),\n"
-        "    scenario=tj_rl.default_scenario().replace(end=30.0))\n"
+        "env = E.TrafficSignalCore(E.EnvConfig(metrics=False),\n"
+        "    scenario=E.default_scenario().replace(end=30.0))\n"
         "obs, infos = env.reset(seed=0)\n"
         "policy.reset(env)\n"
         "for _ in range(3):\n"
@@ -365,8 +366,8 @@ def test_ppo_checkpoint_to_agent(local_ray, tmp_path: Path) -> None:
     from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE
     from ray.rllib.core.rl_module import RLModule
 
-    from tj_rl import TrafficSignalEnv
-    from tj_rl.rllib_module import SHARED_POLICY, shared_module_spec, shared_policy_mapping
+    from tj_rl.rllib import TrafficSignalEnv
+    from tj_rl.rllib.module import SHARED_POLICY, shared_module_spec, shared_policy_mapping
 
     env_config = {"scenario": default_scenario().replace(end=100.0), "metrics": False}
     probe = TrafficSignalCore(env_config)

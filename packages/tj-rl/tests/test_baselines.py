@@ -9,16 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tj_rl import (
-    METRIC_NAMES,
-    POLICIES,
-    EnvConfig,
-    Scenario,
-    TrafficSignalCore,
-    evaluate,
-    make_policy,
-)
-from tj_rl.metrics import parse_episode_metrics
+from tj_rl.control import POLICIES, make_policy
+from tj_rl.env import METRIC_NAMES, EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env.metrics import parse_episode_metrics
+from tj_rl.eval import evaluate
 
 
 def test_fixed_time_deterministic_for_a_seed(default_sc: Scenario) -> None:

@@ -1,4 +1,4 @@
-"""Phase 3's rollout collector (``tj_rl.collector``) on real SUMO, and acting behind the learned
+"""Phase 3's rollout collector (``tj_rl.rollout.collector``) on real SUMO, and acting behind the learned
 shield (``AgentPolicy(shield_threshold=...)``): fragments of ``fragment_steps x lights`` samples
 that fit the rollout schema, actions inside the mask, stored log-probabilities that the
 collector's own forward pass reproduces from the stored observations, GAE that follows the stored
@@ -19,12 +19,13 @@ import torch
 from safetensors.torch import save_file
 
 from tj_models import TrafficAgent, TrafficAgentConfig
-from tj_rl import COST_NAMES, EnvConfig, FixedTimePolicy, Scenario, TrafficSignalCore
-from tj_rl.agent_policy import AgentPolicy
-from tj_rl.collector import RolloutCollector, publish_weights, read_weights
-from tj_rl.graph_policy import graph_input
-from tj_rl.rollout import rollout_schema
-from tj_rl.runtime import sumo_home
+from tj_rl.control import FixedTimePolicy
+from tj_rl.control.agent_policy import AgentPolicy
+from tj_rl.control.graph_policy import graph_input
+from tj_rl.env import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env.runtime import sumo_home
+from tj_rl.rollout.collector import RolloutCollector, publish_weights, read_weights
+from tj_rl.rollout.samples import rollout_schema
 
 GAMMA, LAM = 0.9, 0.8
 

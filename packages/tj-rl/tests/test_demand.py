@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tj_rl import EnvConfig, Scenario, ScenarioError, TrafficSignalCore, evaluate
-from tj_rl.demand import (
+from tj_rl.env import EnvConfig, Scenario, ScenarioError, TrafficSignalCore
+from tj_rl.eval import evaluate
+from tj_rl.traffic.demand import (
     DemandPool,
     DemandSpec,
     generate_demand,

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tj_rl import (
+from tj_rl.env import (
     COST_NAMES,
     REWARDS,
     EnvConfig,
     ParallelTrafficEnv,
     Scenario,
     SingleAgentTrafficEnv,
-    TrafficSignalEnv,
 )
+from tj_rl.rllib import TrafficSignalEnv
 
 
 def _random_feasible(obs: dict, rng: np.random.Generator) -> dict[str, int]:
@@ -303,12 +303,14 @@ def test_metrics_switch() -> None:
 
 
 def test_env_process_imports_neither_torch_nor_ray(fresh_python):
-    """An env or recording process stays small: tj_rl's top level (env, baselines, recording)
+    """An env or recording process stays small: the env, eval and recording rooms
     must not import torch (~350 MiB PSS) or Ray; only ``TrafficSignalEnv`` loads RLlib. numba
     (~120 MiB) is loaded only by an env that chooses ``kernel="numba"``."""
     code = (
         "import sys\n"
-        "from tj_rl import EnvConfig, TrafficSignalCore, default_scenario, evaluate, record_dataset\n"
+        "from tj_rl.env import EnvConfig, TrafficSignalCore, default_scenario\n"
+        "from tj_rl.eval import evaluate\n"
+        "from tj_rl.recording import record_dataset\n"
         "TrafficSignalCore(EnvConfig(), scenario=default_scenario())\n"
         "bad = sorted(m for m in ('torch', 'ray', 'numba') if m in sys.modules)\n"
         "print(bad)\n"

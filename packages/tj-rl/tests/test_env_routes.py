@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tj_rl import DemandPool, EnvConfig, Scenario, ScenarioError, TrafficSignalCore
-from tj_rl.demand import pick_route
+from tj_rl.env import EnvConfig, Scenario, ScenarioError, TrafficSignalCore
+from tj_rl.traffic import DemandPool
+from tj_rl.traffic.demand import pick_route
 
 
 def _vehicles(env: TrafficSignalCore, steps: int = 12) -> tuple[str, int]:
@@ -76,7 +77,7 @@ def test_reward_scale_multiplies_every_reward(default_sc: Scenario) -> None:
 def test_each_rllib_env_runner_draws_its_own_route_order(default_sc: Scenario) -> None:
     from ray.rllib.env.env_context import EnvContext
 
-    from tj_rl import TrafficSignalEnv
+    from tj_rl.rllib import TrafficSignalEnv
 
     base = {"scenario": default_sc, "metrics": False, "route_files": ("a.rou.xml", "b.rou.xml")}
     streams = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl import EDGE_FEATURES, NODE_FEATURES, GraphConfig, build_graph
-from tj_rl.features import VehicleFrame
+from tj_rl.env import EDGE_FEATURES, NODE_FEATURES, GraphConfig, build_graph
+from tj_rl.env.features import VehicleFrame
 
 
 def _frame(xy, angle, speed, accel=None, lane_pos=None, movement=None, offset=None) -> VehicleFrame:
@@ -97,7 +97,7 @@ def test_graph_config_errors() -> None:
 
 
 def test_batched_lights_equal_one_by_one() -> None:
-    from tj_rl import build_graphs
+    from tj_rl.env import build_graphs
 
     rng = np.random.default_rng(1)
     frames, centres = [], []
@@ -122,7 +122,7 @@ def test_batched_lights_equal_one_by_one() -> None:
 def test_chunked_batch_equals_one_batch() -> None:
     """With both caps, lights are processed in chunks bounded by the distance-tensor budget; the
     result is the same as one batch."""
-    from tj_rl.graphs import graph_batch, stack_frames
+    from tj_rl.env.graphs import graph_batch, stack_frames
 
     rng = np.random.default_rng(2)
     frames, centres = [], []

@@ -1,4 +1,4 @@
-"""tj_rl.gae: hand-computed cases, the lam/gamma limits, termination vs truncation, no carry across
+"""tj_rl.rollout.advantages: hand-computed cases, the lam/gamma limits, termination vs truncation, no carry across
 episode ends, [T, L] vs per-light calls, and off-by-one variants that must fail the same checks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl import gae
+from tj_rl.rollout import gae
 
 
 def _no_ends(n: int) -> dict[str, np.ndarray]:
@@ -220,13 +220,14 @@ def test_three_dimensional_rewards_are_rejected() -> None:
 
 
 def test_top_level_name_is_the_function_and_needs_no_torch(fresh_python) -> None:
-    """``from tj_rl import gae`` is the function even after ``import tj_rl.gae`` (a lazy name that
-    equals its module's name would resolve to the module), and loads no torch."""
+    """``from tj_rl.rollout import gae`` is the function even after ``import
+    tj_rl.rollout.advantages`` (its module has another name), and loads no torch."""
     code = (
         "import sys, types\n"
-        "import tj_rl.gae\n"
-        "from tj_rl import gae\n"
-        "import tj_rl\n"
-        "print(isinstance(gae, types.FunctionType) and tj_rl.gae is gae, 'torch' in sys.modules)\n"
+        "import tj_rl.rollout.advantages\n"
+        "from tj_rl.rollout import gae\n"
+        "import tj_rl.rollout\n"
+        "print(isinstance(gae, types.FunctionType) and tj_rl.rollout.gae is gae,"
+        " 'torch' in sys.modules)\n"
     )
     assert fresh_python(code, timeout=120) == "True False"

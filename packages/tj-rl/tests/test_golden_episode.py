@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tj_rl import (
+from tj_rl.env import (
     EnvConfig,
     SyntheticSpec,
     TrafficSignalCore,

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tj_rl import COST_NAMES, EnvConfig, MaxPressurePolicy, Scenario, evaluate
-from tj_rl.demand import DemandPool
-from tj_rl.heldout import HELDOUT_METRICS, evaluate_heldout
-from tj_rl.metrics import Spread, spread
+from tj_rl.control import MaxPressurePolicy
+from tj_rl.env import COST_NAMES, EnvConfig, Scenario
+from tj_rl.env.metrics import Spread, spread
+from tj_rl.eval import evaluate
+from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
+from tj_rl.traffic.demand import DemandPool
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tj_rl import EnvConfig
-from tj_rl.native_reader import (
+from tj_rl.env import EnvConfig
+from tj_rl.env.native_reader import (
     NativeReaderError,
     NativeVehicleReader,
     ReaderLight,
@@ -88,7 +88,7 @@ def test_cached_build_is_reused_and_a_damaged_one_rebuilt(tmp_path) -> None:
 
 def test_build_killed_half_way_leaves_no_library_and_the_next_build_works(tmp_path) -> None:
     code = (
-        "from pathlib import Path; from tj_rl.native_reader import build_native_reader; "
+        "from pathlib import Path; from tj_rl.env.native_reader import build_native_reader; "
         f"build_native_reader(cache_dir=Path({str(tmp_path)!r}))"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)

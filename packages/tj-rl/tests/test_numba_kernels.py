@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl import EnvConfig
-from tj_rl.costs import safety_counts
-from tj_rl.features import PAD_ROW, ROW_COLUMNS, GraphConfig
-from tj_rl.graphs import GraphBatch, graph_batch
-from tj_rl.numba_kernels import graph_batch_numba, lane_batch_numba, safety_counts_numba
-from tj_rl.observation import LaneLayout, lane_batch
+from tj_rl.env import EnvConfig
+from tj_rl.env.costs import safety_counts
+from tj_rl.env.features import PAD_ROW, ROW_COLUMNS, GraphConfig
+from tj_rl.env.graphs import PaddedGraphs, graph_batch
+from tj_rl.env.numba_kernels import graph_batch_numba, lane_batch_numba, safety_counts_numba
+from tj_rl.env.observation import LaneLayout, lane_batch
 
 _COL = {c: i for i, c in enumerate(ROW_COLUMNS)}
 
@@ -41,7 +41,7 @@ def _rows(rng: np.random.Generator, counts: list[int], spread: float, ties: bool
     return data
 
 
-def assert_same_batch(a: GraphBatch, b: GraphBatch) -> None:
+def assert_same_batch(a: PaddedGraphs, b: PaddedGraphs) -> None:
     for name in ("nodes", "node_mask", "movement", "edge_index", "edge_attr", "edge_mask"):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype and x.shape == y.shape, name
@@ -159,8 +159,8 @@ def test_numba_env_loads_its_kernels_at_construction(fresh_python) -> None:
     inside an episode), and the warm-up used the step's own argument types (stepping adds no
     second specialisation). Before the warm-up the safety kernel loaded in the first ``step``."""
     code = (
-        "from tj_rl import EnvConfig, TrafficSignalCore, default_scenario\n"
-        "from tj_rl import numba_kernels as nk\n"
+        "from tj_rl.env import EnvConfig, TrafficSignalCore, default_scenario\n"
+        "from tj_rl.env import numba_kernels as nk\n"
         "kernels = (nk._kernel, nk._lanes, nk._safety)\n"
         "env = TrafficSignalCore(EnvConfig(kernel='numba'), scenario=default_scenario())\n"
         "built = [len(k.signatures) for k in kernels]\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore, build_graph
+from tj_rl.env import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore, build_graph
 
 
 def _episode(config: EnvConfig, scenario: Scenario, steps: int) -> list[tuple[dict, dict]]:

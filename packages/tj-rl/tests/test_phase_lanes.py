@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tj_rl import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
 
 
 def test_phase_lanes_match_the_lights_green_links(default_sc: Scenario) -> None:

@@ -16,15 +16,9 @@ import numpy as np
 import pytest
 
 from tj_data import GraphStore, StoreError
-from tj_rl import (
-    NODE_FEATURES,
-    RiskConfig,
-    Scenario,
-    SnapshotBuilder,
-    record_dataset,
-    snapshot_schema,
-)
-from tj_rl.features import VehicleGraph
+from tj_rl.env import NODE_FEATURES, Scenario
+from tj_rl.env.features import VehicleGraph
+from tj_rl.recording import RiskConfig, SnapshotBuilder, record_dataset, snapshot_schema
 
 
 def _graph(ids: list[str], x: np.ndarray, edges=(), attr=()) -> VehicleGraph:
@@ -155,8 +149,8 @@ def test_same_seeds_give_the_same_store_with_any_number_of_workers(
 
 def test_streams_arriving_out_of_order_are_written_in_episode_order(tmp_path: Path) -> None:
     from tj_data import GraphStoreWriter
-    from tj_rl.recording import _InOrder
-    from tj_rl.snapshot import snapshot_schema
+    from tj_rl.recording.record import _InOrder
+    from tj_rl.recording.snapshot import snapshot_schema
 
     schema = snapshot_schema()
 

@@ -9,8 +9,8 @@ import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from tj_rl import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore
-from tj_rl.rllib_callbacks import (
+from tj_rl.env import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.rllib.callbacks import (
     COSTS_KEY,
     DIED_KEY,
     REASONS_KEY,
@@ -114,13 +114,14 @@ def test_sumo_died_reasons_is_always_a_list() -> None:
 
 
 def test_callbacks_name_is_lazy(fresh_python) -> None:
-    """``import tj_rl`` does not load Ray; ``tj_rl.TrafficCallbacks`` loads it on first use."""
+    """``import tj_rl.rllib`` does not load Ray; ``tj_rl.rllib.TrafficCallbacks`` loads it on
+    first use."""
     code = (
         "import sys\n"
-        "import tj_rl\n"
+        "import tj_rl.rllib\n"
         "before = 'ray' in sys.modules\n"
-        "from tj_rl.rllib_callbacks import TrafficCallbacks\n"
-        "assert tj_rl.TrafficCallbacks is TrafficCallbacks\n"
+        "from tj_rl.rllib.callbacks import TrafficCallbacks\n"
+        "assert tj_rl.rllib.TrafficCallbacks is TrafficCallbacks\n"
         "print(before, 'ray' in sys.modules)\n"
     )
     assert fresh_python(code, timeout=180) == "False True"

@@ -15,16 +15,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tj_rl import COST_NAMES, default_scenario
-from tj_rl.demand import pick_route
-from tj_rl.processes import processes_naming
-from tj_rl.rllib_callbacks import DIED_KEY, TrafficCallbacks, sumo_died_reasons
-from tj_rl.rllib_module import (
+from tj_monitor.processes import processes_naming
+from tj_rl.env import COST_NAMES, default_scenario
+from tj_rl.rllib.callbacks import DIED_KEY, TrafficCallbacks, sumo_died_reasons
+from tj_rl.rllib.module import (
     SHARED_POLICY,
     GraphModuleConfig,
     shared_module_spec,
     shared_policy_mapping,
 )
+from tj_rl.traffic.demand import pick_route
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +109,7 @@ def test_sigkilled_env_runners_restart_and_leave_no_sumo(local_ray, tmp_path: Pa
     RLlib restores them, training goes on, and no SUMO of a killed runner is left."""
     from ray.tune.registry import register_env
 
-    from tj_rl import TrafficSignalEnv
+    from tj_rl.rllib import TrafficSignalEnv
 
     def make_env(ctx):
         backend = "traci" if ctx.worker_index == 2 else "libsumo"
@@ -175,7 +175,7 @@ def test_sumo_dying_in_an_env_is_counted_and_training_goes_on(
     checker may use the first reset): that episode dies mid-run, the others are fine. Two
     iterations (~11 episodes) run; the callbacks count the death once, with its reason, and their
     count equals the deaths the env itself returned."""
-    from tj_rl import TrafficSignalEnv
+    from tj_rl.rllib import TrafficSignalEnv
 
     class DeathCountingEnv(TrafficSignalEnv):
         """The real env, also counting the episodes it ended by SUMO dying (the truth)."""
@@ -233,9 +233,9 @@ def test_two_node_local_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         pytest.skip("the `ray` CLI is not installed")
     import ray
 
-    from tj_rl import TrafficSignalEnv
-    from tj_rl.ray_cluster import LocalCluster
-    from tj_rl.ray_session import RaySession, RaySessionConfig
+    from tj_dist.ray_cluster import LocalCluster
+    from tj_dist.ray_session import RaySession, RaySessionConfig
+    from tj_rl.rllib import TrafficSignalEnv
 
     cluster = LocalCluster(nodes=2, cpus_per_node=1)
     # The driver gets RAY_AUTH_MODE=token and the cluster's token, set after Ray's import (Ray

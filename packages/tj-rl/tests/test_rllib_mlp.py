@@ -8,9 +8,11 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
-from tj_rl import EnvConfig, LaneMLPConfig, ModulePolicy, Scenario, TrafficSignalCore, evaluate
-from tj_rl.rllib_mlp import LaneMLPModule, lane_mlp_spec
-from tj_rl.rllib_module import SHARED_POLICY
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.eval import evaluate
+from tj_rl.rllib import LaneMLPConfig, ModulePolicy
+from tj_rl.rllib.mlp import LaneMLPModule, lane_mlp_spec
+from tj_rl.rllib.module import SHARED_POLICY
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The RLlib graph module (``tj_rl.rllib_module``): unpadding into one graph batch, exact action
+"""The RLlib graph module (``tj_rl.rllib.module``): unpadding into one graph batch, exact action
 masking that never touches the input batch, one module for lights that differ (SUMO's OSM city
 net), the frozen phase-1 GNN (loaded checksum-verified from an agent directory) and one real PPO
 iteration on RLlib's new API stack with a Ray instance started and stopped by the test."""
@@ -18,8 +18,10 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 
 from tj_models import CheckpointError, ControllerConfig, TrafficAgent, TrafficAgentConfig
-from tj_rl import EnvConfig, Scenario, TrafficSignalCore, default_scenario
-from tj_rl.rllib_module import (
+from tj_rl.control.unpad import unpad_observations
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
+from tj_rl.env.runtime import child_env, sumo_home, tool_command
+from tj_rl.rllib.module import (
     COST_VF_PREDS,
     MODEL_CONFIG_KEY,
     SHARED_POLICY,
@@ -29,8 +31,6 @@ from tj_rl.rllib_module import (
     shared_module_spec,
     shared_policy_mapping,
 )
-from tj_rl.runtime import child_env, sumo_home, tool_command
-from tj_rl.unpad import unpad_observations
 
 _FAST = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -360,7 +360,7 @@ def test_one_ppo_iteration_with_the_graph_module(local_ray) -> None:
     env runner's module has the learner's GNN (frozen weights are synced, not re-drawn)."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from tj_rl import TrafficSignalEnv
+    from tj_rl.rllib import TrafficSignalEnv
 
     scenario = default_scenario().replace(end=200.0)
     env_config = {"scenario": scenario, "metrics": False, "pad_to_scenario": True}
@@ -399,16 +399,16 @@ def test_one_ppo_iteration_with_the_graph_module(local_ray) -> None:
 
 
 def test_module_names_are_lazy(fresh_python) -> None:
-    """``import tj_rl`` (and a padded env) loads neither Ray nor torch; the module's names load
-    them on first use."""
+    """``import tj_rl.rllib`` (and a padded env) loads neither Ray nor torch; the module's names
+    load them on first use."""
     code = (
         "import sys\n"
-        "import tj_rl\n"
-        "tj_rl.TrafficSignalCore(tj_rl.EnvConfig(pad_to_scenario=True))\n"
+        "import tj_rl.env as E, tj_rl.rllib as R\n"
+        "E.TrafficSignalCore(E.EnvConfig(pad_to_scenario=True))\n"
         "before = sorted(m for m in ('torch', 'ray', 'tj_models') if m in sys.modules)\n"
-        "spec = tj_rl.graph_module_spec(tj_rl.GraphModuleConfig())\n"
-        "from tj_rl.rllib_module import TrafficRLModule\n"
-        "assert spec.module_class is TrafficRLModule is tj_rl.TrafficRLModule\n"
+        "spec = R.graph_module_spec(R.GraphModuleConfig())\n"
+        "from tj_rl.rllib.module import TrafficRLModule\n"
+        "assert spec.module_class is TrafficRLModule is R.TrafficRLModule\n"
         "print(before, 'torch' in sys.modules and 'ray' in sys.modules)\n"
     )
     assert fresh_python(code, timeout=180) == "[] True"

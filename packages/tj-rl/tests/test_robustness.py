@@ -12,7 +12,9 @@ import numpy as np
 import psutil
 import pytest
 
-from tj_rl import EnvConfig, LibsumoBusyError, Scenario, TrafficSignalEnv, evaluate
+from tj_rl.env import EnvConfig, LibsumoBusyError, Scenario
+from tj_rl.eval import evaluate
+from tj_rl.rllib import TrafficSignalEnv
 
 
 def _zombies() -> list[psutil.Process]:
@@ -162,7 +164,7 @@ def test_missing_libsumo_is_loud(monkeypatch: pytest.MonkeyPatch) -> None:
     """No silent fallback to traci when libsumo cannot be imported."""
     import sys
 
-    from tj_rl import make_backend
+    from tj_rl.env import make_backend
 
     monkeypatch.setitem(sys.modules, "libsumo", None)  # makes `import libsumo` fail
     with pytest.raises(

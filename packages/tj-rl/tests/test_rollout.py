@@ -1,4 +1,4 @@
-"""Rollout samples (``tj_rl.rollout``, ``tj_rl.rollout_batch``): a padded observation cut to its
+"""Rollout samples (``tj_rl.rollout.samples``, ``tj_rl.rollout.batch``): a padded observation cut to its
 real nodes and edges (masks with holes, edges into padding dropped, ids renumbered, inputs
 untouched); the graph policy on collated compact samples equals the policy on the padded batch
 (real observations of a net whose lights differ, with and without phase competition); fragment
@@ -15,11 +15,19 @@ import torch
 
 from tj_data import SchemaMismatchError, collate_graphs
 from tj_models import TrafficAgent, TrafficAgentConfig
-from tj_rl import EnvConfig, FixedTimePolicy, Scenario, TrafficSignalCore, gae
-from tj_rl.graph_policy import graph_policy
-from tj_rl.rollout import ROLLOUT_FIELDS, Transition, fragment_samples, graph_sample, rollout_schema
-from tj_rl.rollout_batch import rollout_graph, rollout_policy
-from tj_rl.runtime import sumo_home
+from tj_rl.control import FixedTimePolicy
+from tj_rl.control.graph_policy import graph_policy
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env.runtime import sumo_home
+from tj_rl.rollout import gae
+from tj_rl.rollout.batch import rollout_graph, rollout_policy
+from tj_rl.rollout.samples import (
+    ROLLOUT_FIELDS,
+    Transition,
+    fragment_samples,
+    graph_sample,
+    rollout_schema,
+)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -8,16 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tj_rl import (
-    EnvConfig,
-    Scenario,
-    ScenarioError,
-    SyntheticSpec,
-    TrafficSignalEnv,
-    build_scenario,
-)
-from tj_rl.runtime import sumo_home
-from tj_rl.topology import read_topology
+from tj_rl.env import EnvConfig, Scenario, ScenarioError, SyntheticSpec, build_scenario
+from tj_rl.env.runtime import sumo_home
+from tj_rl.env.topology import read_topology
+from tj_rl.rllib import TrafficSignalEnv
 
 
 def _departs(route_file: Path) -> list[float]:
@@ -174,7 +168,7 @@ def test_light_without_green(tmp_path: Path, default_sc: Scenario) -> None:
 
 
 def test_sumo_refusal_includes_stderr(tmp_path: Path, default_sc: Scenario) -> None:
-    from tj_rl import SumoStartError
+    from tj_rl.env import SumoStartError
 
     routes = tmp_path / "bad.rou.xml"
     routes.write_text(

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tj_rl import PhaseProgram, SafetyShield, ScenarioError, derive_program
+from tj_rl.env import PhaseProgram, RuleShield, ScenarioError, derive_program
 
 PHASES = [
     ("GGGgrrrrGGGgrrrr", 33),
@@ -55,7 +55,7 @@ def test_no_green_is_an_error() -> None:
 
 
 def test_min_max_green_and_clearance_vetoes() -> None:
-    sh = SafetyShield(_program(), min_green=10, max_green=30)
+    sh = RuleShield(_program(), min_green=10, max_green=30)
     sh.reset(0.0)
     assert sh.mask(0.0).tolist() == [1, 0, 0, 0]
     d = sh.decide(0.0, 2)  # before min green
@@ -97,7 +97,7 @@ def test_shield_property(
     check_safe, actions: list[int], delta: int, all_red: int, min_green: int
 ) -> None:
     prog = _program(yellow=3.0, all_red=float(all_red))
-    sh = SafetyShield(prog, min_green=min_green, max_green=min_green + 20)
+    sh = RuleShield(prog, min_green=min_green, max_green=min_green + 20)
     sh.reset(0.0)
     vetoes = 0
     for k, a in enumerate(actions):

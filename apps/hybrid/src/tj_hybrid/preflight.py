@@ -43,7 +43,7 @@ def check_readable_file(path: Path, what: str) -> None:
 
 def check_scenario(config: HybridConfig) -> None:
     """The scenario's .sumocfg and the files it names exist and parse, with signalised lights."""
-    from tj_rl import Scenario, ScenarioError
+    from tj_rl.env import Scenario, ScenarioError
 
     path = config.scenario.path
     check_readable_file(path, "scenario.path")
@@ -56,8 +56,8 @@ def check_scenario(config: HybridConfig) -> None:
 def check_controllable_lights(config: HybridConfig) -> None:
     """The scenario's net has at least one light the env can control (read from the net file:
     no SUMO, no Ray); the error names the file."""
-    from tj_rl import Scenario, ScenarioError
-    from tj_rl.topology import read_topology
+    from tj_rl.env import Scenario, ScenarioError
+    from tj_rl.env.topology import read_topology
 
     env = config.scenario.env
     try:

@@ -48,6 +48,27 @@ from .train_state import (
 
 __version__ = _metadata.version("tj-dist")  # one source of truth: pyproject.toml
 
+# The Ray session and the local multi-node cluster import Ray (the ``ray`` extra): loaded on first
+# use of their names only, so torch.distributed users never pay for Ray.
+_RAY = {
+    "RaySession": "tj_dist.ray_session",
+    "RaySessionConfig": "tj_dist.ray_session",
+    "RaySessionResult": "tj_dist.ray_session",
+    "derive_caps": "tj_dist.ray_session",
+    "LocalCluster": "tj_dist.ray_cluster",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load the Ray names of ``_RAY`` on first use."""
+    module = _RAY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tj_dist' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "Amp",
     "AmpConfig",
@@ -61,9 +82,13 @@ __all__ = [
     "GpuInfo",
     "GradAccumulator",
     "LoadedCheckpoint",
+    "LocalCluster",
     "MicroBatch",
     "PrecisionChoice",
     "RankFailedError",
+    "RaySession",
+    "RaySessionConfig",
+    "RaySessionResult",
     "__version__",
     "apply_activation_checkpointing",
     "apply_env_defaults",
@@ -71,6 +96,7 @@ __all__ = [
     "check_data_path",
     "choose_precision",
     "cleanup",
+    "derive_caps",
     "detect_environment",
     "die_with_parent",
     "enable_tf32",

@@ -3,7 +3,7 @@
 ``match_nodes`` finds each vehicle of one step in another step of the same stream by
 (graph, vehicle_id). ``radius_edges`` and ``edge_features`` rebuild a graph from (predicted)
 vehicle states during the world-model rollout with exactly the conventions tj-rl records the
-snapshots with (``tj_rl.features``; docs/ARCHITECTURE.md "Traffic snapshot"):
+snapshots with (``tj_rl.env.features``; docs/ARCHITECTURE.md "Traffic snapshot"):
 
 * heading: math convention by default (angle counter-clockwise from +x, so the velocity is
   ``speed * (heading_cos, heading_sin)``); ``"sumo"`` reads SUMO's angle (clockwise from +y);

@@ -34,7 +34,7 @@ def build_scenarios(
     names: tuple[str, ...], out: Path, *, seconds: float, grid: int, rates: dict[str, float]
 ) -> dict[str, ScenarioFiles]:
     """The embedded default scenario (1 light) and NxN grids at the demand ``rates[name]``."""
-    from tj_rl import SyntheticSpec, build_scenario, default_scenario
+    from tj_rl.env import SyntheticSpec, build_scenario, default_scenario
 
     scenarios = {}
     for name in names:

@@ -18,7 +18,7 @@ from typing import Any
 
 import traci.constants as tc
 
-from tj_rl.session import LightReads, SumoSession
+from tj_rl.env.session import LightReads, SumoSession
 
 __all__ = ["record_reads", "replay_reads"]
 

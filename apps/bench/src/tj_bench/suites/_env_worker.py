@@ -95,7 +95,7 @@ def random_feasible(obs: dict, rng: Any) -> dict[str, int]:
 def tj_env_config(s: dict[str, Any]) -> Any:
     """tj-rl's ``EnvConfig`` for a variant: a kernel, ``+native`` for the compiled reader;
     the free-reads ablation runs the numba kernel."""
-    from tj_rl import EnvConfig
+    from tj_rl.env import EnvConfig
 
     variant = s["variant"]
     return EnvConfig(
@@ -149,7 +149,7 @@ def _free_reads() -> ModuleType:
 def run_tj(s: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from tj_rl import Scenario, TrafficSignalCore
+    from tj_rl.env import Scenario, TrafficSignalCore
 
     sc = Scenario.from_sumocfg(s["sumocfg"], end=s["seconds"])
     cfg = tj_env_config(s)

@@ -28,7 +28,7 @@ def _bare_env(setup: Any, decisions: int, seed: int) -> tuple[float, list[dict]]
     its observations (the module forward's input)."""
     import torch
 
-    from tj_rl import TrafficSignalCore
+    from tj_rl.env import TrafficSignalCore
 
     torch.set_num_threads(1)
     env = TrafficSignalCore(setup.env, scenario=setup.scenario)
@@ -70,11 +70,11 @@ def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, 
              decisions: int, rounds: int) -> list[dict[str, float]]:  # fmt: skip
     import torch
 
+    from tj_dist.ray_session import RaySession, RaySessionConfig
     from tj_hybrid.config import load_config
     from tj_hybrid.phase2.setup import prepare
     from tj_hybrid.phase2.train import build_ppo
-    from tj_rl.ray_session import RaySession, RaySessionConfig
-    from tj_rl.rllib_module import SHARED_POLICY
+    from tj_rl.rllib.module import SHARED_POLICY
 
     torch.set_num_threads(1)  # one env runner = one core, as in training
     cfg = load_config(profile=profile, overrides=[*overrides, "phase2.env_runners=0"]).config

@@ -39,7 +39,7 @@ QUICK_PHASE3 = (
 
 def grid_scenario(folder: Path) -> Path:
     """A generated 2x2 grid of lights with tj-rl's builder (its .sumocfg); deterministic."""
-    from tj_rl import SyntheticSpec, build_scenario
+    from tj_rl.env import SyntheticSpec, build_scenario
 
     spec = SyntheticSpec(kind="grid", rows=2, cols=2, duration=900.0, rates=(900.0,), seed=7,
                          name="grid2x2")  # fmt: skip

@@ -146,7 +146,7 @@ def _native_ok(ctx: SuiteContext, variants: tuple[str, ...]) -> tuple[str, ...]:
     native = [v for v in variants if v.endswith("+native")]
     if not native:
         return variants
-    from tj_rl import NativeReaderError, build_native_reader
+    from tj_rl.env import NativeReaderError, build_native_reader
 
     try:
         build_native_reader()

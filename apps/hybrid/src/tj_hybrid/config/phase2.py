@@ -79,7 +79,7 @@ class EvalSection:
 
     def baseline_policies(self) -> dict[str, Any]:
         """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with a margin)."""
-        from tj_rl import make_policy
+        from tj_rl.control import make_policy
 
         out: dict[str, Any] = {name: name for name in self.baselines}
         for m in self.margins:

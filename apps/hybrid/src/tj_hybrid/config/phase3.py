@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tj_hybrid.config.sections import parse_bytes, positive
-from tj_rl import COST_NAMES
+from tj_rl.env import COST_NAMES
 
 __all__ = ["CollectSection", "LagrangeSection", "Phase3Section"]
 

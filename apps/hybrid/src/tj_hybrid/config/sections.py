@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from tj_rl import EnvConfig
+from tj_rl.env import EnvConfig
 
 if TYPE_CHECKING:
     from tj_dist import AmpConfig

@@ -23,7 +23,8 @@ import numpy as np
 from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
-from tj_rl import Scenario, record_dataset, snapshot_schema
+from tj_rl.env import Scenario
+from tj_rl.recording import record_dataset, snapshot_schema
 
 __all__ = ["DatasetInfo", "ensure_dataset", "split_store"]
 

@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 
 def evaluate_policy(cfg: HybridConfig, setup: Phase2Setup, agent: Path) -> dict[str, Any]:
     """Held-out tables (normal and heavy traffic) of the agent and the configured baselines."""
-    from tj_rl import AgentPolicy, ModulePolicy, evaluate_heldout, load_module
+    from tj_rl.control import AgentPolicy
+    from tj_rl.eval import evaluate_heldout
+    from tj_rl.rllib import ModulePolicy, load_module
 
     env = dataclasses.replace(setup.env, metrics=True, route_files=())
     trained = (ModulePolicy(load_module(agent)) if cfg.phase2.policy == "lane-mlp"

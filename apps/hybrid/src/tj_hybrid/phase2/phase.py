@@ -61,11 +61,11 @@ class Phase2:
 
 def run_phase2(context: PhaseContext) -> PhaseResult:
     """Train (PPO in a Ray session of its own), export, evaluate on held-out traffic, report."""
+    from tj_dist.ray_session import RaySession, RaySessionConfig
     from tj_hybrid.phase2.evaluate import evaluate_policy, write_report
     from tj_hybrid.phase2.setup import prepare
     from tj_hybrid.phase2.train import export_policy, train_ppo
     from tj_monitor import memory_limit
-    from tj_rl.ray_session import RaySession, RaySessionConfig
 
     cfg, pdir = context.config, context.phase_dir.create()
     base = context.previous_agent if cfg.phase2.gnn != "random" else None

@@ -16,7 +16,8 @@ from typing import Any
 
 from tj_hybrid.config import HybridConfig
 from tj_monitor import memory_limit
-from tj_rl import DemandPool, DemandSet, EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.traffic import DemandPool, DemandSet
 
 __all__ = ["DRIVER_PSS", "RUNNER_PSS", "Phase2Setup", "env_runner_count", "prepare"]
 

@@ -28,8 +28,13 @@ def build_ppo(cfg: HybridConfig, setup: Phase2Setup, agent_dir: Path | None) -> 
     """RLlib's PPOConfig from the ``phase2`` section (imports Ray)."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from tj_rl import GraphModuleConfig, TrafficSignalEnv, shared_module_spec, shared_policy_mapping
-    from tj_rl.rllib_module import SHARED_POLICY
+    from tj_rl.rllib import (
+        GraphModuleConfig,
+        TrafficSignalEnv,
+        shared_module_spec,
+        shared_policy_mapping,
+    )
+    from tj_rl.rllib.module import SHARED_POLICY
 
     p2, ppo = cfg.phase2, cfg.phase2.ppo
     fresh = p2.gnn == "random" or agent_dir is None
@@ -41,12 +46,12 @@ def build_ppo(cfg: HybridConfig, setup: Phase2Setup, agent_dir: Path | None) -> 
     import torch
 
     if p2.policy == "lane-mlp":
-        from tj_rl import lane_mlp_spec
+        from tj_rl.rllib import lane_mlp_spec
 
         spec = lane_mlp_spec()
     else:
         spec = shared_module_spec(module)
-    from tj_rl import TrafficCallbacks
+    from tj_rl.rllib import TrafficCallbacks
 
     config = PPOConfig().environment(TrafficSignalEnv, env_config=setup.env_config())
     config = config.callbacks(TrafficCallbacks)  # costs, shield vetoes, SUMO deaths per episode
@@ -126,7 +131,7 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
 def train_ppo(cfg: HybridConfig, setup: Phase2Setup, pdir: PhaseDir, *, agent_dir: Path | None,
               resume: bool) -> tuple[Path, list[dict[str, float]]]:  # fmt: skip
     """Train; returns (the final checkpoint, per-iteration metrics). Ray must be running."""
-    from tj_rl.rllib_module import SHARED_POLICY
+    from tj_rl.rllib.module import SHARED_POLICY
 
     p2 = cfg.phase2
     algo = build_ppo(cfg, setup, agent_dir).build_algo()
@@ -175,8 +180,8 @@ def export_policy(checkpoint: Path, out_dir: Path, *, base: Path | None, preset:
     lane-MLP baseline, which has no tj-models form: its RLModule folder, copied)."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    from tj_rl import export_agent
-    from tj_rl.rllib_module import SHARED_POLICY
+    from tj_rl.rllib import export_agent
+    from tj_rl.rllib.module import SHARED_POLICY
 
     folder = checkpoint / "learner_group" / "learner" / "rl_module" / SHARED_POLICY
     if policy == "lane-mlp":

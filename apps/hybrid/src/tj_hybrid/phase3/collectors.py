@@ -68,7 +68,7 @@ def collector_main(spec: CollectorSpec, index: int, incarnation: int, conn: Conn
     logging.basicConfig(level=spec.log_level)
     import torch
 
-    from tj_rl.collector import RolloutCollector
+    from tj_rl.rollout.collector import RolloutCollector
 
     torch.set_num_threads(spec.threads)
     seed = spec.seed * 1_000_003 + index * 1009 + incarnation

@@ -12,7 +12,7 @@ from typing import Any
 
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.training import torch_threads
-from tj_rl import COST_NAMES
+from tj_rl.env import COST_NAMES
 
 __all__ = ["EVAL_METRICS", "evaluate_phase3", "weighted_cost"]
 
@@ -29,7 +29,8 @@ def evaluate_phase3(cfg: HybridConfig, setup: Any, agents: Mapping[str, Path],
                     shielded: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """Held-out tables (normal and heavy) of ``agents`` (name -> agent dir) and the baselines;
     ``shielded``: agents that act behind their learned shield, with its threshold."""
-    from tj_rl import AgentPolicy, evaluate_heldout
+    from tj_rl.control import AgentPolicy
+    from tj_rl.eval import evaluate_heldout
 
     env = dataclasses.replace(setup.env, metrics=True, route_files=(),
                               cost_weights=dict(cfg.phase3.cost_weights))  # fmt: skip

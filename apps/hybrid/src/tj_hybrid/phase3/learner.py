@@ -23,7 +23,7 @@ from tj_models import (
     ppo_lagrangian_loss,
     shield_cost_loss,
 )
-from tj_rl.rollout_batch import rollout_policy
+from tj_rl.rollout.batch import rollout_policy
 
 __all__ = ["Learner", "LossWeights", "StepLoss", "micro_batch_loss"]
 

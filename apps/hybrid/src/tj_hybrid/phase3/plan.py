@@ -66,7 +66,7 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     import torch
 
     from tj_hybrid.phase2.setup import prepare
-    from tj_rl import TrafficSignalCore
+    from tj_rl.env import TrafficSignalCore
 
     p3 = cfg.phase3
     if gpus is None:

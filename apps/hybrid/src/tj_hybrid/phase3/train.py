@@ -47,9 +47,9 @@ from tj_models import (
     make_lagrange,
 )
 from tj_monitor import LoggerConfig, MetricsLogger
-from tj_rl.collector import publish_weights
-from tj_rl.rollout import rollout_schema
-from tj_rl.rollout_batch import rollout_graph
+from tj_rl.rollout.batch import rollout_graph
+from tj_rl.rollout.collector import publish_weights
+from tj_rl.rollout.samples import rollout_schema
 
 __all__ = ["Phase3Job", "Progress", "train_rank"]
 

@@ -1,0 +1,26 @@
+"""The control room: the baselines users deploy, and the one actor every learned-policy caller
+uses (RLlib's module, phase 3's collector and learner, ``AgentPolicy``, evaluation). Names that
+need torch load on first use.
+"""
+
+# Names load on first use (PEP 562 via lazy_loader): importing the room imports none of its
+# modules, so a process pays only for what it touches.
+import lazy_loader as _lazy
+
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submod_attrs={
+        "baselines": [
+            "POLICIES",
+            "FixedTimePolicy",
+            "GreedyPolicy",
+            "MaxOccupancyPolicy",
+            "MaxPressurePolicy",
+            "MixedPolicy",
+            "Policy",
+            "RandomPolicy",
+            "make_policy",
+        ],
+        "agent_policy": ["AgentPolicy"],
+    },
+)

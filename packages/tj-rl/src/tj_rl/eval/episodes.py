@@ -1,0 +1,100 @@
+"""Running policies for whole episodes: ``run_episode`` (one row of SUMO's metrics, return and
+summed costs) and ``evaluate`` (several episodes -> ``MetricsTable`` with mean / std / spread)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tj_rl.control.baselines import Policy, make_policy
+from tj_rl.env.config import COST_NAMES, EnvConfig
+from tj_rl.env.core import TrafficSignalCore
+from tj_rl.env.metrics import METRIC_NAMES, Spread, spread
+from tj_rl.env.scenario import Scenario
+
+__all__ = ["MetricsTable", "evaluate", "run_episode"]
+
+
+@dataclass
+class MetricsTable:
+    """Per-episode rows (SUMO metrics + return and cost sums) with mean / std summaries."""
+
+    policy: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def _keys(self) -> list[str]:
+        names = (*METRIC_NAMES, "return", *(f"cost_{c}" for c in COST_NAMES))
+        return [k for k in names if self.rows and k in self.rows[0]]
+
+    def summary(self) -> dict[str, tuple[float, float]]:
+        out = {}
+        for k in self._keys():
+            v = np.array([r[k] for r in self.rows], dtype=np.float64)
+            out[k] = (float(np.nanmean(v)), float(np.nanstd(v)) if len(v) > 1 else 0.0)
+        return out
+
+    def spread(self) -> dict[str, Spread]:
+        """Mean, std, min and max over the episodes per metric (``summary`` plus the range)."""
+        return {k: spread(r[k] for r in self.rows) for k in self._keys()}
+
+    def to_markdown(self) -> str:
+        s = self.summary()
+        lines = ["| metric | mean | std |", "|---|---|---|"]
+        lines += [f"| {k} | {m:.3f} | {sd:.3f} |" for k, (m, sd) in s.items()]
+        return "\n".join(lines)
+
+
+def evaluate(
+    scenario: Scenario,
+    policy: Policy | str,
+    episodes: int = 1,
+    seeds: Sequence[int] | None = None,
+    *,
+    config: EnvConfig | None = None,
+) -> MetricsTable:
+    """Run ``episodes`` full episodes of ``policy`` and return SUMO's metrics per episode."""
+    if episodes < 1:
+        raise ValueError(f"evaluate: episodes={episodes}, need >= 1")
+    seeds = list(seeds) if seeds is not None else [scenario.seed + i for i in range(episodes)]
+    if len(seeds) != episodes:
+        raise ValueError(f"evaluate: {len(seeds)} seeds for {episodes} episodes")
+    name = policy if isinstance(policy, str) else type(policy).__name__
+    pol = make_policy(policy) if isinstance(policy, str) else policy
+    cfg = config if config is not None else EnvConfig()
+    if cfg.metrics is False:
+        raise ValueError(
+            "evaluate needs EnvConfig(metrics=True or None): metrics come from SUMO's outputs"
+        )
+    cfg = replace(cfg, metrics=True)
+    env = TrafficSignalCore(cfg, scenario=scenario)
+    table = MetricsTable(policy=name)
+    try:
+        for ep, seed in enumerate(seeds):
+            table.rows.append(run_episode(env, pol, ep, int(seed)))
+    finally:
+        env.close()
+    return table
+
+
+def run_episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
+    """One full episode of ``pol`` on SUMO seed ``seed``: a row of SUMO's metrics (NaN when the
+    env's metrics are off), the summed reward (``return``) and every summed cost (``cost_<name>``)."""
+    obs, infos = env.reset(seed=seed)
+    pol.reset(env)
+    ret, costs = 0.0, np.zeros(len(COST_NAMES))
+    while True:
+        obs, rew, _term, trunc, infos = env.step(pol.compute_actions(obs, infos))
+        ret += sum(rew.values())
+        costs += sum(np.asarray(i["costs"]) for i in infos.values())
+        if trunc["__all__"]:
+            break
+    last = next(iter(infos.values()))
+    row: dict[str, Any] = {"episode": ep, "seed": seed, "status": last.get("truncated_reason", "")}
+    row.update(last.get("episode") or dict.fromkeys(METRIC_NAMES, math.nan))
+    row["return"] = ret
+    row.update({f"cost_{c}": float(v) for c, v in zip(COST_NAMES, costs, strict=True)})
+    return row

@@ -1,0 +1,128 @@
+"""Held-out evaluation: every policy on the same unseen route files x SUMO seeds, with spread.
+
+A policy is only compared on traffic it never trained on (DESIGN §10): route files from
+``DemandPool.held_out`` (route seeds disjoint from training) and SUMO seeds outside training's.
+Each (route file, SUMO seed) episode is run once per policy with one ``EnvConfig`` (metrics on),
+and the table gives, per policy, mean, std, min and max over those episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tj_rl.control.baselines import Policy, make_policy
+from tj_rl.env.config import COST_NAMES, EnvConfig
+from tj_rl.env.core import TrafficSignalCore
+from tj_rl.env.metrics import Spread, spread
+from tj_rl.env.scenario import Scenario
+from tj_rl.eval.episodes import run_episode
+from tj_rl.traffic.demand import DemandSet
+
+__all__ = ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"]
+
+# The table's columns: traffic metrics from SUMO's outputs, then every named safety cost (summed
+# over the episode's steps and lights).
+HELDOUT_METRICS: tuple[str, ...] = (
+    "avg_delay",
+    "avg_trip_time",
+    "avg_waiting_time",
+    "mean_queue",
+    "throughput",
+    *(f"cost_{c}" for c in COST_NAMES),
+)
+
+
+@dataclass(kw_only=True)
+class HeldOutTable:
+    """One row per (policy, route file, SUMO seed) episode; ``summary`` spreads them per policy."""
+
+    name: str = "held-out"
+    policies: tuple[str, ...] = ()
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self, metrics: Sequence[str] = HELDOUT_METRICS) -> dict[str, dict[str, Spread]]:
+        """``{policy: {metric: Spread(mean, std, min, max, n)}}`` over the policy's episodes."""
+        out: dict[str, dict[str, Spread]] = {}
+        for pol in self.policies:
+            rows = [r for r in self.rows if r["policy"] == pol]
+            out[pol] = {m: spread(r[m] for r in rows) for m in metrics}
+        return out
+
+    def to_markdown(self, metrics: Sequence[str] = HELDOUT_METRICS, digits: int = 2) -> str:
+        """Policies as rows, metrics as columns: ``mean ± std [min, max]`` per cell."""
+        head = ["policy", "episodes", *metrics]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for pol, cols in self.summary(metrics).items():
+            n = sum(r["policy"] == pol for r in self.rows)
+            cells = [
+                f"{s.mean:.{digits}f} ± {s.std:.{digits}f} [{s.min:.{digits}f}, {s.max:.{digits}f}]"
+                for s in cols.values()
+            ]
+            lines.append("| " + " | ".join([pol, str(n), *cells]) + " |")
+        return "\n".join(lines)
+
+
+def _named(policies: Mapping[str, Policy | str] | Sequence[Policy | str] | str) -> dict[str, Any]:
+    if isinstance(policies, Mapping):
+        items = [(str(k), v) for k, v in policies.items()]
+    else:
+        seq = [policies] if isinstance(policies, str) else list(policies)
+        items = [(p if isinstance(p, str) else type(p).__name__, p) for p in seq]
+    names = [k for k, _ in items]
+    if not items or len(set(names)) != len(names):
+        raise ValueError(f"evaluate_heldout: need one or more uniquely named policies, got {names}")
+    for name, pol in items:
+        if isinstance(pol, str):
+            make_policy(pol)  # an unknown name fails here, before any SUMO run
+        elif not (hasattr(pol, "reset") and hasattr(pol, "compute_actions")):
+            raise TypeError(f"evaluate_heldout: policy {name!r} lacks reset / compute_actions")
+    return dict(items)
+
+
+def evaluate_heldout(
+    scenario: Scenario,
+    policies: Mapping[str, Policy | str] | Sequence[Policy | str] | str,
+    route_files: Sequence[str | Path] | DemandSet,
+    seeds: Sequence[int],
+    *,
+    config: EnvConfig | None = None,
+    training_seeds: Collection[int] = (),
+    name: str | None = None,
+) -> HeldOutTable:
+    """Run every policy on every route file x SUMO seed of ``scenario``'s net; one row each.
+
+    ``policies``: baseline names, objects with the ``Policy`` interface, or a name -> policy
+    mapping. A baseline given by name is made afresh for every episode (its result does not
+    depend on the order); an object is reset at each episode's start. ``training_seeds``: the
+    SUMO seeds used in training; an overlap with ``seeds`` is an error."""
+    if isinstance(route_files, DemandSet):
+        name = route_files.name if name is None else name
+        route_files = route_files.files
+    files = [Path(p) for p in route_files]
+    seeds = [int(s) for s in seeds]
+    if not files or not seeds:
+        raise ValueError("evaluate_heldout: need one or more route files and SUMO seeds")
+    clash = sorted(set(seeds) & {int(s) for s in training_seeds})
+    if clash:
+        raise ValueError(f"evaluate_heldout: SUMO seed(s) {clash} were used in training")
+    named = _named(policies)
+    cfg = config if config is not None else EnvConfig()
+    if cfg.metrics is False:
+        raise ValueError("evaluate_heldout needs EnvConfig(metrics=True or None): SUMO's outputs")
+    cfg = replace(cfg, metrics=True)
+    table = HeldOutTable(name=name or "held-out", policies=tuple(named))
+    for i, path in enumerate(files):
+        env = TrafficSignalCore(cfg, scenario=scenario.with_routes(path))
+        try:
+            for seed in seeds:
+                for pol_name, pol in named.items():
+                    policy = make_policy(pol) if isinstance(pol, str) else pol
+                    row = run_episode(env, policy, len(table.rows), seed)
+                    table.rows.append({"policy": pol_name, "routes": path.name, "route_index": i,
+                                       **row})  # fmt: skip
+        finally:
+            env.close()
+    return table
