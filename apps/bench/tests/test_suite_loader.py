@@ -12,10 +12,10 @@ import psutil
 import pytest
 
 from tj_bench.suite import SuiteContext
-from tj_bench.suites._loader_measure import Measurement, busy
 from tj_bench.suites._loader_plot import SweepPoint, plot_sweep
 from tj_bench.suites._loader_table import Setting
-from tj_bench.suites.loader import _compare
+from tj_bench.suites.loader import _compare, busy
+from tj_data import LoaderMeasurement
 
 MIB = 1 << 20
 
@@ -70,8 +70,9 @@ def _setting(key: str, kind: str) -> Setting:
     return Setting(key=key, label=key, kind=kind, workers=1, prefetch=2, make=lambda: None)
 
 
-def _m(sps: float, peak_mib: float) -> Measurement:
-    return Measurement(samples_per_s=sps, batches_per_s=sps / 32, peak_pss=int(peak_mib * MIB))
+def _m(sps: float, peak_mib: float) -> LoaderMeasurement:
+    return LoaderMeasurement(samples=int(sps), batches=int(sps) // 32, seconds=1.0,
+                             peak_pss=int(peak_mib * MIB))  # fmt: skip
 
 
 def test_compare_uses_the_fastest_hand_setting_within_the_budget(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ def test_cpu_bf16_autocast_forward_backward(tiny_agent: TrafficAgent, steps) -> 
         enc = agent.encode(steps[0])
         pol = agent.controller(enc)
         cost = agent.shield(enc)
-        shielded = agent.act(steps[0], threshold=0.5)
+        shielded = agent.shielded_policy(0.5)(enc)
     hook.remove()
     assert seen and all(d == torch.bfloat16 for d in seen)  # autocast really ran in bf16
     for t in (wm_loss, pol.logits, pol.value, pol.cost_value, cost, shielded.logits):

@@ -49,7 +49,7 @@ def test_output_shapes(preset: str, steps) -> None:
     assert out.value.shape == out.cost_value.shape == (b,)
     assert out.influence.shape == (n,) and out.attention.shape == (n, 6)
     assert agent.shield(enc).shape == (b, 6)
-    shielded = agent.act(steps[0], threshold=1.0)
+    shielded = agent.shielded_policy(1.0)(enc)
     assert shielded.mask.shape == shielded.cost.shape == (b, 6) and shielded.fallback.shape == (b,)
 
     wm = agent.predict(steps, input_steps=3, horizon=2)

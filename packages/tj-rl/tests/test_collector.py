@@ -21,7 +21,6 @@ from safetensors.torch import save_file
 from tj_models import TrafficAgent, TrafficAgentConfig
 from tj_rl.control import FixedTimePolicy
 from tj_rl.control.agent_policy import AgentPolicy
-from tj_rl.control.graph_policy import graph_input
 from tj_rl.env import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.env.runtime import sumo_home
 from tj_rl.rollout.collector import RolloutCollector, publish_weights, read_weights
@@ -76,7 +75,8 @@ def _repad(sample: dict[str, np.ndarray], space) -> dict[str, np.ndarray]:
 
 def _forward_on_samples(collector: RolloutCollector, samples, space) -> dict[str, np.ndarray]:
     """The collector's forward pass on the stored observations (all in one batch)."""
-    return collector.forward({f"s{k}": _repad(s, space) for k, s in enumerate(samples)})
+    out = collector.forward({f"s{k}": _repad(s, space) for k, s in enumerate(samples)})
+    return {"logits": out.logits, "value": out.value.numpy(), "cost_value": out.cost_value.numpy()}
 
 
 def _log_probs(collector: RolloutCollector, samples, space) -> np.ndarray:
@@ -318,7 +318,7 @@ def env_obs(short_sc: Scenario) -> list[dict[str, np.ndarray]]:
 
 def _shield_costs(policy: AgentPolicy, batch) -> torch.Tensor:
     with torch.no_grad():
-        return policy.agent.shield(policy.agent.gnn(graph_input(policy.agent.gnn, batch)))
+        return policy.agent.shield(policy.actor.encode(policy.actor.graph(batch)))
 
 
 def test_shield_below_every_cost_keeps_the_cheapest_allowed_action(agent_dir, env_obs) -> None:
@@ -330,7 +330,7 @@ def test_shield_below_every_cost_keeps_the_cheapest_allowed_action(agent_dir, en
     assert (cost > -1e9).all()
     cheapest = rule & (cost <= cost.masked_fill(~rule, torch.inf).amin(-1, keepdim=True))
     out = shielded.forward(batch)
-    assert torch.equal(out.action_mask, cheapest)
+    assert torch.equal(out.mask, cheapest)
     actions = shielded.actions(batch)
     assert cheapest.gather(1, actions[:, None]).all()
     # the fallback changes what is picked (else the test could not tell the shield was on)
@@ -351,8 +351,8 @@ def test_shield_threshold_between_costs_vetoes_only_the_costly(agent_dir, env_ob
     under = rule & (cost <= threshold)
     keep = under.any(-1)
     assert keep.any() and (under != rule).any()
-    assert torch.equal(out.action_mask[keep], under[keep])
-    assert (out.action_mask <= rule).all()  # never allows what the rules forbid
+    assert torch.equal(out.mask[keep], under[keep])
+    assert (out.mask <= rule).all()  # never allows what the rules forbid
 
 
 def test_huge_threshold_acts_as_without_a_shield(agent_dir, env_obs) -> None:
@@ -360,7 +360,7 @@ def test_huge_threshold_acts_as_without_a_shield(agent_dir, env_obs) -> None:
     loose = AgentPolicy(agent_dir, shield_threshold=1e12)
     batch = plain.batch(env_obs)
     torch.testing.assert_close(loose.forward(batch).logits, plain.forward(batch).logits)
-    assert torch.equal(loose.forward(batch).action_mask, plain.forward(batch).action_mask)
+    assert torch.equal(loose.forward(batch).mask, plain.forward(batch).mask)
     assert torch.equal(loose.actions(batch), plain.actions(batch))
     obs = {"A0": env_obs[2]}
     assert loose.compute_actions(obs, {}) == plain.compute_actions(obs, {})

@@ -54,3 +54,18 @@ def test_old_top_level_names_warn_and_resolve() -> None:
         assert tj_rl.evaluate_heldout is evaluate_heldout
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         _ = tj_rl.nothing_here
+
+
+def test_readme_api_table_is_every_rooms_all() -> None:
+    """README's "Public API" table lists exactly each room's ``__all__``, and every room."""
+    import importlib
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    api = readme[readme.index("## Public API"):]
+    rows = dict(re.findall(r"^\| `tj_rl\.(\w+)` \|[^|]*\| (.*) \|$", api, flags=re.M))
+    rooms = sorted(m.name for m in pkgutil.iter_modules(tj_rl.__path__) if m.ispkg)
+    assert sorted(rows) == rooms
+    for room, names in rows.items():
+        listed = re.findall(r"`(\w+)`", names)
+        assert listed == list(importlib.import_module(f"tj_rl.{room}").__all__), room

@@ -22,7 +22,6 @@ from tj_rl.control.unpad import unpad_observations
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
 from tj_rl.env.runtime import child_env, sumo_home, tool_command
 from tj_rl.rllib.module import (
-    COST_VF_PREDS,
     MODEL_CONFIG_KEY,
     SHARED_POLICY,
     GraphModuleConfig,
@@ -169,17 +168,16 @@ def test_actions_always_in_the_mask_and_input_unchanged(module, spaces, seed, n,
         assert torch.equal(v, before[k]) and v.dtype == before[k].dtype, k
 
 
-def test_forward_train_outputs_values_and_cost_values(module, spaces) -> None:
+def test_forward_train_outputs_values(module, spaces) -> None:
     obs = _sample_obs(spaces[0], np.random.default_rng(0), 3)
     batch = {Columns.OBS: _to_batch(obs)}
     out = module.forward_train(batch)
-    assert out[Columns.EMBEDDINGS].shape == (3,) and out[COST_VF_PREDS].shape == (3,)
+    assert out[Columns.EMBEDDINGS].shape == (3,)
     values = module.compute_values(batch)  # a fresh pass gives the same values
     torch.testing.assert_close(values, out[Columns.EMBEDDINGS])
     assert (
         module.compute_values(batch, embeddings=out[Columns.EMBEDDINGS]) is out[Columns.EMBEDDINGS]
     )
-    torch.testing.assert_close(module.compute_cost_values(batch), out[COST_VF_PREDS])
 
 
 # ---------------------------------------------------------------------- lights that differ
@@ -237,7 +235,8 @@ def _loss(module: TrafficRLModule, batch: dict) -> torch.Tensor:
     dist = TorchCategorical.from_logits(out[Columns.ACTION_DIST_INPUTS])
     actions = batch[Columns.OBS]["action_mask"].float().argmax(-1)
     values = module.compute_values(batch, embeddings=out[Columns.EMBEDDINGS])
-    return -dist.logp(actions).mean() + values.pow(2).mean() + out[COST_VF_PREDS].pow(2).mean()
+    cost_values = module.policy(batch[Columns.OBS]).cost_value  # every head gets a gradient
+    return -dist.logp(actions).mean() + values.pow(2).mean() + cost_values.pow(2).mean()
 
 
 @pytest.mark.parametrize("mode", ["frozen", "finetune"])

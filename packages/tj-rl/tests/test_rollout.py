@@ -16,11 +16,11 @@ import torch
 from tj_data import SchemaMismatchError, collate_graphs
 from tj_models import TrafficAgent, TrafficAgentConfig
 from tj_rl.control import FixedTimePolicy
-from tj_rl.control.graph_policy import graph_policy
+from tj_rl.control.actor import Actor, fields_of
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.env.runtime import sumo_home
 from tj_rl.rollout import gae
-from tj_rl.rollout.batch import rollout_graph, rollout_policy
+from tj_rl.rollout.batch import rollout_graph
 from tj_rl.rollout.samples import (
     ROLLOUT_FIELDS,
     Transition,
@@ -160,13 +160,14 @@ def test_policy_on_rollout_samples_equals_the_padded_policy(square_steps, moveme
     padded = _to_batch(observations)
     samples = [graph_sample(o) for o in observations]
     with torch.no_grad():
-        want = graph_policy(agent.gnn, agent.controller, padded)
+        actor = Actor.from_agent(agent)
+        want = actor.forward(padded)
         batch = collate_graphs(samples, schema=rollout_schema(space))
-        got = rollout_policy(agent.controller, agent.gnn(rollout_graph(batch)), batch)
+        got = actor.heads(agent.gnn(rollout_graph(batch)), fields_of(batch))
     torch.testing.assert_close(got.logits, want.logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.value, want.value, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.cost_value, want.cost_value, atol=1e-5, rtol=1e-5)
-    assert torch.equal(got.action_mask, want.action_mask)
+    assert torch.equal(got.mask, want.mask)
     assert got.logits.shape == (len(observations), n_actions)
     # the logits depend on the observation (a constant policy would pass the equality above)
     assert not torch.allclose(want.logits[0], want.logits[-1])

@@ -39,14 +39,16 @@ from .loader import PlannedLoader, build_loader
 from .lru_cache import CacheStats, LRUCache, nbytes_of
 from .manifest import FORMAT_VERSION, Manifest, ShardInfo
 from .mapped import GraphDataset, HDF5GraphDataset, MmapGraphDataset
+from .measure import LoaderMeasurement, measure_loader
 from .moments import RunningMoments
 from .normalize import ColumnNorm, FieldNorm, Normalizer
 from .plan import LoaderPlan, MemoryEstimate, estimate_plan, plan_loader
 from .pyg import sample_to_pyg
-from .quant import dequantize_array, dequantize_tensor, fit_quant_params, quantize_array
+from .quant import QuantParams, dequantize_array, fit_quant_params, quantize_array
+from .quant_torch import dequantize_tensor
 from .quantize_store import FieldQuantReport, QuantizeReport, quantize_store
 from .samplers import ChunkShuffleSampler, DistributedChunkSampler
-from .schema import FieldSpec, QuantParams, Schema
+from .schema import FieldSpec, Schema
 from .seeding import SeedContext
 from .shuffle_buffer import ByteShuffleBuffer
 from .state import StateMismatchError
@@ -97,6 +99,7 @@ __all__ = [
     "LRUCache",
     "LiveGraphDataset",
     "LiveQueue",
+    "LoaderMeasurement",
     "LoaderPlan",
     "Manifest",
     "MemoryEstimate",
@@ -143,6 +146,7 @@ __all__ = [
     "load_statistics",
     "match_nodes",
     "match_nodes_batched",
+    "measure_loader",
     "nbytes_of",
     "plan_loader",
     "quantize_array",

@@ -2,17 +2,15 @@
 
 The seeds' "safe / balanced / aggressive / extreme" table (4x2, 8x3, 12x4, 16x4 workers x
 prefetch), capped to this machine's cores, plus `plan_loader`'s plan and a no-worker plan, each
-run for `seconds_per_candidate` after a warm-up: samples/s and the peak PSS of the whole process
-tree (main + workers, polled in a thread; a candidate is stopped as soon as it goes over the
-budget). Workers are shut down and waited for between candidates so each starts clean.
+run for `seconds_per_candidate` after a warm-up by `tj_data.measure.measure_loader`: samples/s and
+the peak PSS of the whole process tree (a candidate is stopped as soon as it goes over the
+budget; its workers are waited for before the next one starts).
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import statistics
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,11 +18,11 @@ from typing import Any
 import psutil
 import torch
 
-from tj_data.batch import GraphBatch
 from tj_data.errors import BudgetError
 from tj_data.loader import build_loader
+from tj_data.measure import measure_loader
 from tj_data.plan import LoaderPlan, estimate_plan, plan_loader
-from tj_monitor import PeakPssSampler, tree_memory
+from tj_monitor import tree_memory
 
 __all__ = ["SEED_TABLE", "AutotuneResult", "CandidateResult", "autotune_loader", "hand_plans"]
 
@@ -74,7 +72,8 @@ def _cores() -> int:
 
 def hand_plans(base: LoaderPlan, cores: int | None = None) -> dict[str, LoaderPlan]:
     """The seed table's configurations (workers capped to `cores`), on top of `base`'s settings,
-    plus "no workers"; duplicates after capping are dropped."""
+    plus "no workers"; duplicates after capping are dropped. Keyed by a label that starts with
+    the seed-table name ("safe 4x2 (capped: 2x2)")."""
     cores = cores or _cores()
     out: dict[str, LoaderPlan] = {}
     seen: set[tuple[int, int | None]] = set()
@@ -87,70 +86,6 @@ def hand_plans(base: LoaderPlan, cores: int | None = None) -> dict[str, LoaderPl
         out[label] = replace(base, num_workers=wc, prefetch_factor=pf, persistent_workers=True)
     out["no workers"] = replace(base, num_workers=0, prefetch_factor=None, persistent_workers=False)
     return out
-
-
-def _count(batch: Any) -> int:
-    if isinstance(batch, GraphBatch):
-        return batch.num_graphs
-    if isinstance(batch, list | tuple) and batch and isinstance(batch[0], GraphBatch):
-        return batch[0].num_graphs
-    return len(batch)
-
-
-def _wait_children_gone(before: set[int], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        extra = {p.pid for p in psutil.Process().children(recursive=True)} - before
-        if not extra:
-            return
-        time.sleep(0.05)
-
-
-def _measure(
-    dataset: Any,
-    plan: LoaderPlan,
-    budget: int,
-    seconds: float,
-    warmup: int,
-    seed: int,
-    interval: float,
-    step_fn: Callable[[Any], Any] | None = None,
-) -> tuple[float, int, int, bool]:
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    loader = build_loader(dataset, plan, seed=seed)
-    over = False
-    n = batches = 0
-    sampler = PeakPssSampler(interval=interval)
-    try:
-        with sampler:
-            it = iter(loader)
-            for _ in range(warmup):  # workers start, caches warm; memory counts, time does not
-                try:
-                    next(it)
-                except StopIteration:
-                    it = iter(loader)
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    it = iter(loader)
-                    continue
-                if step_fn is not None:
-                    step_fn(batch)
-                n += _count(batch)
-                batches += 1
-                if sampler.peak_pss > budget:
-                    over = True
-                    break
-            elapsed = time.perf_counter() - t0
-            del it
-    finally:
-        del loader
-        gc.collect()
-        _wait_children_gone(before)
-    over = over or sampler.peak_pss > budget
-    return (n / elapsed if elapsed > 0 else 0.0), batches, sampler.peak_pss, over
 
 
 def _measure_candidate(
@@ -166,9 +101,10 @@ def _measure_candidate(
     step_fn: Callable[[Any], Any] | None,
 ) -> CandidateResult:
     try:
-        sps, nb, peak, over = _measure(
-            dataset, plan, budget, seconds, warmup, seed, interval, step_fn
-        )
+        m = measure_loader(
+            lambda: build_loader(dataset, plan, seed=seed), seconds=seconds, warmup=warmup,
+            budget_bytes=budget, step_fn=step_fn, pss_interval=interval,
+        )  # fmt: skip
     except (RuntimeError, OSError) as exc:  # a worker killed, shm exhausted, ...
         log.warning("autotune candidate %s failed: %s", name, exc)
         return CandidateResult(
@@ -176,8 +112,8 @@ def _measure_candidate(
             over_budget=False, error=f"{type(exc).__name__}: {exc}",
         )  # fmt: skip
     return CandidateResult(
-        name=name, plan=plan, samples_per_s=sps, batches=nb, peak_pss=peak, estimate=estimate,
-        over_budget=over,
+        name=name, plan=plan, samples_per_s=m.samples_per_s, batches=m.batches,
+        peak_pss=m.peak_pss, estimate=estimate, over_budget=m.over_budget,
     )  # fmt: skip
 
 

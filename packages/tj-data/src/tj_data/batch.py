@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from tj_data.quant_torch import dequantize_tensor
+
 __all__ = ["GraphBatch"]
 
 
@@ -59,8 +61,6 @@ class GraphBatch:
         quant = self.meta.get("quant")
         if not quant:
             return self
-        from tj_data.quant import dequantize_tensor
-
         fields = dict(self.fields)
         for name, params in quant.items():
             t = fields.get(name)

@@ -17,15 +17,16 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from tj_data.order import chunk_shuffle_order, dist_rank_world, pack_by_budget, split_even
-from tj_data.samplers import data_fingerprint, store_of
-from tj_data.state import StateMismatchError, check_state, make_state
+from tj_data.samplers import data_fingerprint, order_identity
+from tj_data.state import SamplerPosition
+from tj_data.store import store_of
 
 __all__ = ["ByteBudgetBatchSampler"]
 
 log = logging.getLogger(__name__)
 
 
-class ByteBudgetBatchSampler(Sampler[list[int]]):
+class ByteBudgetBatchSampler(SamplerPosition, Sampler[list[int]]):
     """Batches of indices whose summed stored bytes / nodes / edges / count stay under the caps.
 
     A single sample larger than a cap forms a batch of its own (counted in `oversized` and
@@ -76,20 +77,20 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
             drop_last,
         )
         self.fingerprint = data_fingerprint(data)
-        self.epoch = 0
         self.oversized = 0
-        self._consumed = 0  # batches handed out in this epoch
-        self._resume = False  # the next __iter__ continues at _consumed (after load_state_dict)
+        self._init_position()  # "consumed": batches handed out in the epoch
         self._plan: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def _batches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(order, cuts, this rank's batch ids) for the current epoch (cached per epoch)."""
-        if self._plan is not None and self._plan[0] == self.epoch:
+    def _batches(self, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(order, cuts, this rank's batch ids) for `epoch` (default: the current one; cached
+        per epoch)."""
+        epoch = self.epoch if epoch is None else epoch
+        if self._plan is not None and self._plan[0] == epoch:
             return self._plan[1:]
         order = chunk_shuffle_order(
             self.shard_offsets,
             seed=self.seed,
-            epoch=self.epoch,
+            epoch=epoch,
             window_shards=self.window_shards,
             shuffle=self.shuffle,
         )
@@ -109,7 +110,7 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
         mine = split_even(
             np.arange(len(cuts) - 1), self.rank, self.num_replicas, drop_last=self.drop_last
         )
-        self._plan = (self.epoch, order, cuts, mine)
+        self._plan = (epoch, order, cuts, mine)
         return order, cuts, mine
 
     def __len__(self) -> int:
@@ -117,50 +118,14 @@ class ByteBudgetBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         order, cuts, mine = self._batches()
-        start = self._consumed if self._resume else 0
-        self._consumed, self._resume = start, False
-        for b in mine[start:].tolist():
+        for b in mine[self._start_pass() :].tolist():
             self._consumed += 1
             yield order[cuts[b] : cuts[b + 1]].tolist()
 
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is `epoch` from its start (a just loaded state's epoch keeps its
-        position)."""
-        epoch = int(epoch)
-        if not (self._resume and epoch == self.epoch):
-            self.epoch, self._consumed, self._resume = epoch, 0, False
-
-    def _identity(self) -> dict[str, Any]:
+    # ----- state protocol (tj_data.state.Resumable) -----------------------------------------
+    def _state_identity(self) -> dict[str, Any]:
         """What a saved position is only valid for: a state from another setup is refused."""
-        return {
-            "dataset": self.fingerprint,
-            "num_samples": int(self.shard_offsets[-1]),
-            "seed": self.seed,
-            "rank": self.rank,
-            "world_size": self.num_replicas,
-            "shuffle": self.shuffle,
-            "window_shards": self.window_shards,
-            "drop_last": self.drop_last,
-            "caps": dict(self.caps),
-        }
+        return {**order_identity(self), "caps": dict(self.caps)}
 
-    def state_dict(self) -> dict[str, Any]:
-        """Position in the epoch: batches handed out so far ("consumed")."""
-        return make_state(
-            type(self).__name__,
-            epoch=self.epoch,
-            consumed=self._consumed,
-            identity=self._identity(),
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The next `__iter__` continues epoch `state["epoch"]` after `state["consumed"]`."""
-        st = check_state(state, kind=type(self).__name__, identity=self._identity())
-        epoch, self.epoch = self.epoch, st["epoch"]
-        if st["consumed"] > len(self):  # the batch count of the loaded epoch
-            self.epoch = epoch
-            raise StateMismatchError(
-                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
-                f"{len(self)} batches of epoch {st['epoch']}"
-            )
-        self._consumed, self._resume = st["consumed"], True
+    def _consumed_limit(self, state: dict[str, Any]) -> tuple[int, str]:
+        return len(self._batches(state["epoch"])[2]), f"batches of epoch {state['epoch']}"

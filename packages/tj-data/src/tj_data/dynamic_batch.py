@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import Sampler
 
+from tj_data.state import Resumable
 from tj_monitor import tree_memory
 
 __all__ = ["BatchSizeEvent", "DynamicBatchSampler", "DynamicBatchSize"]
@@ -45,7 +46,7 @@ def _cuda_usage(device: torch.device | None) -> float:
     return 1.0 - free / total if total else 0.0
 
 
-class DynamicBatchSize:
+class DynamicBatchSize(Resumable):
     """Batch-size controller (see the module docstring).
 
     Args:
@@ -176,10 +177,13 @@ class DynamicBatchSize:
                 log.warning("CUDA out of memory at batch size %d: backing off", self.batch_size)
                 self.on_oom(exc)
 
-    def state_dict(self) -> dict[str, Any]:
+    # state protocol (tj_data.state.Resumable): the size, its OOM ceiling and the step count
+    state_fields = ("batch_size", "step")
+
+    def _get_position(self) -> dict[str, Any]:
         return {"batch_size": self.batch_size, "ceiling": self.ceiling, "step": self._step}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def _reset_position(self, state: dict[str, Any]) -> None:
         self.batch_size, self.ceiling, self._step = (
             state["batch_size"],
             state["ceiling"],

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import psutil
 import torch
 from torch.utils.data import DataLoader, Subset
 
@@ -29,7 +27,9 @@ from tj_data.chunked import ChunkedGraphDataset
 from tj_data.gather import gather_samples
 from tj_data.live import LiveGraphDataset
 from tj_data.mapped import GraphDataset
+from tj_data.measure import wait_children_gone
 from tj_data.schema import Schema
+from tj_data.seeding import WorkerInit
 from tj_data.store import GraphStore
 from tj_data.streaming import StreamingGraphDataset
 from tj_data.window import WindowDataset
@@ -185,8 +185,6 @@ def worker_baseline(
     USS. The worker runs tj-data's worker init (`gc.freeze`), as `build_loader`'s workers do.
     Each call measures (the cost depends on the dataset, its collate and the start method);
     keep the result to reuse it (`plan_loader(worker_cost=...)`, `LoaderPlan.worker_cost`)."""
-    from tj_data.loader import WorkerInit
-
     if isinstance(dataset, torch.utils.data.IterableDataset):  # its buffer is its own term
         dataset = GraphDataset(dataset.store, fields=list(dataset.schema.names))
         collate_fn = dataset.collate_fn
@@ -219,26 +217,11 @@ def worker_baseline(
         if callable(shutdown):
             shutdown()
         del it, loader
-        _wait_gone(before)
+        wait_children_gone(before)
     if uss == 0:
         log.warning("could not measure a DataLoader worker's memory; assuming 64 MiB")
         uss = 64 << 20
     return WorkerCost(first=max(first, uss), each=uss)
-
-
-def _wait_gone(before: set[int], timeout: float = 10.0) -> None:
-    """Wait until the children started since `before` have exited (a worker still exiting
-    shares pages with the main process and lowers its PSS reading)."""
-    me = psutil.Process()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            extra = [p for p in me.children(recursive=True) if p.pid not in before]
-        except psutil.Error:
-            return
-        if not extra:
-            return
-        time.sleep(0.02)
 
 
 TERMS = (

@@ -25,7 +25,7 @@ from tj_data.collate import BatchTransform, GraphCollator
 from tj_data.order import epoch_rng
 from tj_data.schema import Schema
 from tj_data.shuffle_buffer import ByteShuffleBuffer
-from tj_data.state import check_state, make_state, pass_position
+from tj_data.state import StreamPosition
 
 __all__ = ["LiveGraphDataset", "LiveQueue", "QueueClosed", "sample_nbytes"]
 
@@ -110,7 +110,7 @@ class LiveQueue:
             yield s
 
 
-class LiveGraphDataset(IterableDataset):
+class LiveGraphDataset(StreamPosition, IterableDataset):
     """Iterate an online source of samples with a byte-bounded shuffle buffer.
 
     Args:
@@ -141,22 +141,17 @@ class LiveGraphDataset(IterableDataset):
             seed,
         )
         self.collate_fn = GraphCollator(schema, transforms, dequantize=dequantize)
-        self.epoch = 0  # epoch of the next pass
-        self._pass_epoch: int | None = None
-        self._consumed = 0  # items handed out in the current pass
-        self._resume: int | None = None
+        self._init_position()
 
     def __iter__(self) -> Iterator[dict[str, Any] | GraphBatch]:
         if get_worker_info() is not None:
             raise RuntimeError(
                 "LiveGraphDataset runs in the consuming process: use DataLoader(num_workers=0)"
             )
+        epoch, _ = self._start_pass()  # a loaded count counts on: the source is not rewound
         buf: ByteShuffleBuffer[dict[str, Any]] = ByteShuffleBuffer(
-            self.shuffle_buffer_bytes, epoch_rng(self.seed, self.epoch)
+            self.shuffle_buffer_bytes, epoch_rng(self.seed, epoch)
         )
-        self._pass_epoch = self.epoch
-        self.epoch += 1
-        self._consumed, self._resume = self._resume or 0, None
         for item in self._items(buf):
             self._consumed += 1
             yield item
@@ -184,28 +179,9 @@ class LiveGraphDataset(IterableDataset):
         if batch:
             yield self.collate_fn(list(batch))
 
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is `epoch` (a just loaded state's epoch keeps its count)."""
-        epoch = int(epoch)
-        if not (self._resume is not None and epoch == self.epoch):
-            self.epoch, self._resume, self._pass_epoch, self._consumed = epoch, None, None, 0
-
-    def state_dict(self) -> dict[str, Any]:
-        """Epoch and items (samples, or batches with `batch_size`) handed out in it."""
-        epoch, consumed = pass_position(self.epoch, self._resume, self._pass_epoch, self._consumed)
-        return make_state(
-            type(self).__name__, epoch=epoch, consumed=consumed, identity=self._identity()
-        )
-
-    def _identity(self) -> dict[str, Any]:
+    def _state_identity(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "batch_size": self.batch_size,
             "shuffle_buffer_bytes": self.shuffle_buffer_bytes,
         }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The next pass continues epoch `state["epoch"]`, counting on from `state["consumed"]`
-        (what the source produces next: an online source is not rewound)."""
-        st = check_state(state, kind=type(self).__name__, identity=self._identity())
-        self.epoch, self._resume, self._pass_epoch = st["epoch"], st["consumed"], None

@@ -2,8 +2,8 @@
 
 - num_workers=0: no prefetch_factor, no persistent_workers, no worker_init_fn (torch rejects or
   ignores them), and the main process's global RNGs are left alone.
-- Workers: `WorkerInit` calls `gc.freeze()` (a forked worker's garbage collector then never
-  walks, and so never copies, the pages of objects inherited from the parent) and seeds
+- Workers: `tj_data.seeding.WorkerInit` calls `gc.freeze()` (a forked worker's garbage collector
+  then never walks, and so never copies, the pages of objects inherited from the parent) and seeds
   `random` / numpy / torch from (seed, rank, epoch, worker); persistent workers are reseeded
   when the epoch changes (`EpochSeededCollate` reads the shared epoch of a `SeedContext`).
 - Sampler: map-style tj-data datasets (windows included) get a `DistributedChunkSampler` for
@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -31,31 +30,10 @@ from tj_data.collate import forward
 from tj_data.order import dist_rank_world
 from tj_data.plan import LoaderPlan
 from tj_data.samplers import DistributedChunkSampler
-from tj_data.seeding import SeedContext, derive_seed, seed_globals, worker_id
-from tj_data.state import check_state, make_state
+from tj_data.seeding import SeedContext, WorkerInit, derive_seed, seed_globals, worker_id
+from tj_data.state import Resumable
 
-__all__ = ["EpochSeededCollate", "PlannedLoader", "WorkerInit", "build_loader"]
-
-
-class WorkerInit:
-    """`worker_init_fn`: gc.freeze, then seed the global RNGs for (seed, rank, epoch, worker)."""
-
-    def __init__(
-        self,
-        *,
-        seed: int,
-        rank: int,
-        seeds: SeedContext | None,
-        user_fn: Callable[[int], None] | None = None,
-    ) -> None:
-        self.seed, self.rank, self.seeds, self.user_fn = seed, rank, seeds, user_fn
-
-    def __call__(self, wid: int) -> None:
-        gc.freeze()
-        epoch = self.seeds.epoch if self.seeds is not None else 0
-        seed_globals(derive_seed(self.seed, self.rank, epoch, wid + 1))
-        if self.user_fn is not None:
-            self.user_fn(wid)
+__all__ = ["EpochSeededCollate", "PlannedLoader", "build_loader"]
 
 
 class EpochSeededCollate:
@@ -83,16 +61,16 @@ class EpochSeededCollate:
         forward([self.collate], "set_rank", rank)
 
 
-class PlannedLoader(DataLoader):
+class PlannedLoader(Resumable, DataLoader):
     """A DataLoader that knows its `plan`, and whose epochs reach sampler, dataset, transforms
     and worker seeds (`set_epoch`; without it, each `iter()` after the first advances by one).
 
-    `state_dict()` / `load_state_dict()` (`tj_data.state`): the position after the batches this
-    loader handed out ("consumed", batches of the epoch) with its source's state at that position
-    ("source": the sampler's, the batch sampler's or the stream's). A map-style loader records
-    the sampler's state as each index batch is sent to the workers and commits it when that
-    batch is delivered (delivery is in order); a stream with workers is positioned by the count
-    of delivered batches (the stream maps it to its workers' round-robin)."""
+    `state_dict()` / `load_state_dict()` (`tj_data.state.Resumable`): the position after the
+    batches this loader handed out ("consumed", batches of the epoch) with its source's state at
+    that position ("source": the sampler's, the batch sampler's or the stream's). A map-style
+    loader records the sampler's state as each index batch is sent to the workers and commits it
+    when that batch is delivered (delivery is in order); a stream with workers is positioned by
+    the count of delivered batches (the stream maps it to its workers' round-robin)."""
 
     plan: LoaderPlan
     seeds: SeedContext
@@ -177,18 +155,23 @@ class PlannedLoader(DataLoader):
         if self._sent:
             self._position = self._sent.popleft()
 
-    def _identity(self) -> dict[str, Any]:
+    # ----- state protocol (tj_data.state.Resumable) -----------------------------------------
+    def _state_identity(self) -> dict[str, Any]:
         # a stream's split over workers depends on their number; a sampler's does not
         return {"num_workers": self.num_workers} if self._streams else {}
 
-    def state_dict(self) -> dict[str, Any]:
-        """Position after the batches handed out so far (see the class docstring)."""
+    def _stateful_source(self, method: str) -> Any:
         source = self._source()
         if source is None:
             raise TypeError(
-                f"PlannedLoader: {type(self.sampler).__name__} has no state_dict(); use a tj-data "
+                f"PlannedLoader: {type(self.sampler).__name__} has no {method}(); use a tj-data "
                 "sampler (the default) for a resumable position"
             )
+        return source
+
+    def _get_position(self) -> dict[str, Any]:
+        """Position after the batches handed out so far (see the class docstring)."""
+        source = self._stateful_source("state_dict")
         if not self._streams:
             inner = self._position if self._position is not None else source.state_dict()
         elif self.num_workers == 0 or self._pass_start is None:
@@ -201,29 +184,25 @@ class PlannedLoader(DataLoader):
         else:
             inner = dict(self._pass_start)
             inner["consumed"] += self._pass_delivered
-        state = make_state(
-            "PlannedLoader", epoch=inner["epoch"], consumed=self._delivered,
-            identity=self._identity(),
-        )  # fmt: skip
-        state["source"] = dict(inner)
-        return state
+        return {"epoch": inner["epoch"], "consumed": self._delivered, "source": dict(inner)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """The next iteration continues after the saved position (then epochs go on as usual).
         Also takes the state of the source alone (what tj-data 0.1 checkpoints held)."""
-        source = self._source()
-        if source is None:
-            raise TypeError(
-                f"PlannedLoader: {type(self.sampler).__name__} has no load_state_dict()"
-            )
+        self._stateful_source("load_state_dict")
         if isinstance(state, Mapping) and "source" in state:
-            st = check_state(state, kind="PlannedLoader", identity=self._identity())
-            inner, batches = st["source"], st["consumed"]
+            super().load_state_dict(state)  # checked, then _reset_position
         else:
-            inner, batches = state, 0
+            self._resume_at(state, 0)
+
+    def _reset_position(self, state: dict[str, Any]) -> None:
+        self._resume_at(state["source"], state["consumed"])
+
+    def _resume_at(self, inner: Any, batches: int) -> None:
+        """Load the source's state; the next pass counts on from `batches` delivered."""
+        source = self._stateful_source("load_state_dict")
         source.load_state_dict(inner)
-        loaded = source.state_dict()
-        self.set_epoch(loaded["epoch"])  # the same epoch: the source keeps its loaded position
+        self.set_epoch(source.state_dict()["epoch"])  # the source keeps its loaded position
         self._resume_batches = self._delivered = batches
         self._position = self._pass_start = None
         self._sent.clear()

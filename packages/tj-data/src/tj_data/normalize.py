@@ -26,7 +26,7 @@ import torch
 
 from tj_data.batch import GraphBatch
 from tj_data.errors import StatisticsError
-from tj_data.schema import QuantParams
+from tj_data.quant import QuantParams
 from tj_data.statistics import FieldStatistics, load_statistics
 
 __all__ = ["ColumnNorm", "FieldNorm", "Normalizer"]

@@ -1,31 +1,36 @@
-"""Quantisation kernels: fit affine int8/uint8/int16 or float16 parameters per feature column,
-encode and decode numpy arrays and torch tensors (vectorised, any device).
+"""Quantisation in numpy: `QuantParams` (what the manifest records), fit affine int8/uint8/int16
+or float16 parameters per feature column, encode and decode numpy arrays (vectorised).
 
 Affine: ``stored = clip(round(value / scale + zero_point))``, ``value = (stored - zero_point) *
 scale``, one (scale, zero_point) per column, fitted on [lo, hi] = the column's min/max or chosen
 percentiles (outliers then saturate). When lo < 0 < hi the zero point is an integer and the
 scale is widened by at most one step so that 0.0 is stored exactly; the error of a value inside
 [lo, hi] is at most scale / 2. float16 is a cast (checked against its +-65504 range).
+
+Torch-free by construction (the schema, writer, statistics and `quantize_store` use it in
+processes that never import torch); the tensor decoder is `tj_data.quant_torch`. The kernels take
+any field with `name`, `dtype`, `shape` and `quant` (a `FieldSpec`), so this module does not import
+the schema: the schema imports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
-import torch
 
-from tj_data.errors import QuantizationError
-from tj_data.schema import FieldSpec, QuantParams
+from tj_data.errors import QuantizationError, SchemaMismatchError
 
 if TYPE_CHECKING:
     from tj_data.statistics import FieldStatistics
 
 __all__ = [
     "INT_RANGES",
+    "QuantParams",
+    "QuantizedField",
     "dequantize_array",
-    "dequantize_tensor",
     "fit_quant_params",
     "quantize_array",
 ]
@@ -34,7 +39,68 @@ INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
 FLOAT16_MAX = 65504.0
 
 
-def _param_arrays(params: QuantParams, spec: FieldSpec) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(kw_only=True, frozen=True)
+class QuantParams:
+    """How a stored field decodes to its source dtype: ``value = (stored - zero_point) * scale``.
+
+    kind "affine" (integer storage, or float16 storage with a folded normalisation; per-column
+    or scalar scale/zero point) or "float16" (a cast, no parameters). Recorded in the manifest
+    (`FieldSpec.quant`); decoded by `dequantize_array` or, on a device, `GraphBatch.dequantize`.
+    """
+
+    kind: Literal["affine", "float16"]
+    source_dtype: str = "float32"
+    scale: tuple[float, ...] = ()
+    zero_point: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("affine", "float16"):
+            raise SchemaMismatchError(
+                f"QuantParams.kind={self.kind!r}: expected 'affine' or 'float16'"
+            )
+        if self.kind == "affine":
+            if not self.scale or len(self.scale) != len(self.zero_point):
+                raise SchemaMismatchError(
+                    "QuantParams(kind='affine') needs scale and zero_point of equal, non-zero length; "
+                    f"got {len(self.scale)} and {len(self.zero_point)}"
+                )
+            if any(not (s > 0 and np.isfinite(s)) for s in self.scale):
+                raise SchemaMismatchError(
+                    f"QuantParams.scale must be finite and > 0, got {self.scale}"
+                )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source_dtype": self.source_dtype,
+            "scale": list(self.scale),
+            "zero_point": list(self.zero_point),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> QuantParams:
+        return cls(
+            kind=d["kind"],
+            source_dtype=d.get("source_dtype", "float32"),
+            scale=tuple(float(v) for v in d.get("scale", ())),
+            zero_point=tuple(float(v) for v in d.get("zero_point", ())),
+        )
+
+
+class QuantizedField(Protocol):
+    """What the kernels read of a field (`tj_data.schema.FieldSpec` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def quant(self) -> QuantParams | None: ...
+
+
+def _param_arrays(params: QuantParams, spec: QuantizedField) -> tuple[np.ndarray, np.ndarray]:
     """scale and zero point shaped to broadcast against [rows, *spec.shape]."""
     scale = np.asarray(params.scale, np.float64)
     zp = np.asarray(params.zero_point, np.float64)
@@ -117,7 +183,7 @@ def fit_quant_params(
     )
 
 
-def quantize_array(values: np.ndarray, spec: FieldSpec, *, where: str = "") -> np.ndarray:
+def quantize_array(values: np.ndarray, spec: QuantizedField, *, where: str = "") -> np.ndarray:
     """Encode float `values` [rows, *spec.shape] into `spec.dtype` with `spec.quant`."""
     q = spec.quant
     if q is None:
@@ -142,7 +208,7 @@ def quantize_array(values: np.ndarray, spec: FieldSpec, *, where: str = "") -> n
 
 
 def dequantize_array(
-    stored: np.ndarray, spec: FieldSpec, *, out: np.ndarray | None = None
+    stored: np.ndarray, spec: QuantizedField, *, out: np.ndarray | None = None
 ) -> np.ndarray:
     """Decode `stored` rows of a quantised field to float32 (into `out` when given)."""
     q = spec.quant
@@ -156,15 +222,3 @@ def dequantize_array(
         out -= zp.astype(np.float32)
         out *= scale.astype(np.float32)
     return out
-
-
-def dequantize_tensor(t: torch.Tensor, params: QuantParams, shape: Sequence[int]) -> torch.Tensor:
-    """Decode a quantised tensor [rows, *shape] to float32 on its own device."""
-    x = t.to(torch.float32)
-    if params.kind == "float16" and not params.scale:
-        return x
-    scale = torch.tensor(params.scale, dtype=torch.float32, device=t.device)
-    zp = torch.tensor(params.zero_point, dtype=torch.float32, device=t.device)
-    if scale.numel() > 1:
-        scale, zp = scale.reshape(tuple(shape)), zp.reshape(tuple(shape))
-    return (x - zp) * scale

@@ -23,9 +23,9 @@ from tj_data.errors import QuantizationError
 from tj_data.moments import as_rows
 from tj_data.progress import progress_iter
 from tj_data.quant import dequantize_array, fit_quant_params, quantize_array
-from tj_data.samplers import store_of
 from tj_data.schema import EDGE_INDEX, FieldSpec, Schema
 from tj_data.statistics import FieldStatistics, load_statistics
+from tj_data.store import store_of
 from tj_data.writer import GraphStoreWriter
 
 __all__ = ["FieldQuantReport", "QuantizeReport", "quantize_store"]

@@ -11,7 +11,6 @@ sampler runs ahead of the training step by the prefetched batches, the loader do
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,32 +18,18 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from tj_data.order import chunk_shuffle_order, dist_rank_world, split_even
-from tj_data.state import StateMismatchError, check_state, make_state
-from tj_data.store import GraphStore
+from tj_data.state import SamplerPosition
+from tj_data.store import store_of
 
 __all__ = [
     "ChunkShuffleSampler",
     "DistributedChunkSampler",
     "chunk_layout",
     "data_fingerprint",
-    "store_of",
+    "order_identity",
 ]
 
 _BLOCK = 4096
-
-
-def store_of(data: Any) -> GraphStore:
-    """The GraphStore behind a dataset (or the store itself, or a path)."""
-    if isinstance(data, GraphStore):
-        return data
-    store = getattr(data, "store", None)
-    if isinstance(store, GraphStore):
-        return store
-    if isinstance(data, str | os.PathLike):
-        return GraphStore.open(data)
-    raise TypeError(
-        f"expected a GraphStore, a tj-data dataset or a path, got {type(data).__name__}"
-    )
 
 
 def chunk_layout(data: Any) -> tuple[np.ndarray | None, np.ndarray]:
@@ -57,6 +42,20 @@ def chunk_layout(data: Any) -> tuple[np.ndarray | None, np.ndarray]:
     return None, store_of(data).shard_offsets.copy()
 
 
+def order_identity(s: Any) -> dict[str, Any]:
+    """The settings a chunk-ordered sampler's position depends on (its state's identity)."""
+    return {
+        "dataset": s.fingerprint,
+        "num_samples": int(s.shard_offsets[-1]),
+        "seed": s.seed,
+        "rank": s.rank,
+        "world_size": s.num_replicas,
+        "shuffle": s.shuffle,
+        "window_shards": s.window_shards,
+        "drop_last": s.drop_last,
+    }
+
+
 def data_fingerprint(data: Any) -> str:
     """Identity of what a sampler indexes (a store's shard checksums; a `WindowDataset` adds its
     window settings): a saved position is refused on other data with the same length."""
@@ -64,7 +63,7 @@ def data_fingerprint(data: Any) -> str:
     return str(fp) if fp is not None else store_of(data).fingerprint
 
 
-class DistributedChunkSampler(Sampler[int]):
+class DistributedChunkSampler(SamplerPosition, Sampler[int]):
     """Indices for one rank; every rank gets `len(self)` of them.
 
     Args:
@@ -98,9 +97,7 @@ class DistributedChunkSampler(Sampler[int]):
             drop_last,
         )
         self.fingerprint = data_fingerprint(data)
-        self.epoch = 0
-        self._consumed = 0  # indices handed out in this epoch
-        self._resume = False  # the next __iter__ continues at _consumed (after load_state_dict)
+        self._init_position()  # "consumed": indices handed out in the epoch
 
     def order(self, epoch: int | None = None) -> np.ndarray:
         """This rank's indices for `epoch` (default: the current one), int64."""
@@ -120,52 +117,19 @@ class DistributedChunkSampler(Sampler[int]):
         return n // self.num_replicas if self.drop_last else -(-n // self.num_replicas)
 
     def __iter__(self) -> Iterator[int]:
-        start = self._consumed if self._resume else 0
-        self._consumed, self._resume = start, False
-        order = self.order()[start:]
+        order = self.order()[self._start_pass() :]
         for lo in range(0, len(order), _BLOCK):  # a list of the whole epoch would cost ~36 B
             for i in order[lo : lo + _BLOCK].tolist():  # per index (boxed ints) in the main
                 self._consumed += 1
                 yield i
 
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is `epoch` from its start; the epoch of a just loaded state keeps the
-        loaded position (so `load_state_dict` then `set_epoch(state["epoch"])` resumes)."""
-        epoch = int(epoch)
-        if not (self._resume and epoch == self.epoch):
-            self.epoch, self._consumed, self._resume = epoch, 0, False
-
-    def _identity(self) -> dict[str, Any]:
+    # ----- state protocol (tj_data.state.Resumable) -----------------------------------------
+    def _state_identity(self) -> dict[str, Any]:
         """What a saved position is only valid for: a state from another setup is refused."""
-        return {
-            "dataset": self.fingerprint,
-            "num_samples": int(self.shard_offsets[-1]),
-            "seed": self.seed,
-            "rank": self.rank,
-            "world_size": self.num_replicas,
-            "shuffle": self.shuffle,
-            "window_shards": self.window_shards,
-            "drop_last": self.drop_last,
-        }
+        return order_identity(self)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Position in the epoch: indices handed out so far ("consumed")."""
-        return make_state(
-            type(self).__name__,
-            epoch=self.epoch,
-            consumed=self._consumed,
-            identity=self._identity(),
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The next `__iter__` continues epoch `state["epoch"]` after `state["consumed"]`."""
-        st = check_state(state, kind=type(self).__name__, identity=self._identity())
-        if st["consumed"] > len(self):
-            raise StateMismatchError(
-                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
-                f"{len(self)} indices of an epoch"
-            )
-        self.epoch, self._consumed, self._resume = st["epoch"], st["consumed"], True
+    def _consumed_limit(self, state: dict[str, Any]) -> tuple[int, str]:
+        return len(self), "indices of an epoch"
 
 
 class ChunkShuffleSampler(DistributedChunkSampler):

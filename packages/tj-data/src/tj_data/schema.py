@@ -1,8 +1,8 @@
 """Schema of a graph store: every field's level (node / edge / sample), dtype, shape and names.
 
 `edge_index` is built in (int32 [2, e], local node ids) and is not listed in `Schema.fields`.
-`FieldSpec.quant` carries quantisation parameters (recorded in the manifest; applied by the
-quantisation layer of tj-data part 2), so a stored int8/float16 field knows how to decode itself.
+`FieldSpec.quant` carries quantisation parameters (`tj_data.quant.QuantParams`, re-exported
+here; recorded in the manifest), so a stored int8/float16 field knows how to decode itself.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tj_data.errors import QuantizationError, SchemaMismatchError
+from tj_data.quant import QuantParams, quantize_array
 
 __all__ = [
     "EDGE_INDEX",
@@ -44,54 +45,6 @@ RESERVED = frozenset(
 )
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Level = Literal["node", "edge", "sample"]
-
-
-@dataclass(kw_only=True, frozen=True)
-class QuantParams:
-    """How a stored field decodes to its source dtype: ``value = (stored - zero_point) * scale``.
-
-    kind "affine" (integer storage, or float16 storage with a folded normalisation; per-column
-    or scalar scale/zero point) or "float16" (a cast, no parameters). Recorded in the manifest;
-    the kernels live in `tj_data.quant` (fit, encode, decode) and `GraphBatch.dequantize`.
-    """
-
-    kind: Literal["affine", "float16"]
-    source_dtype: str = "float32"
-    scale: tuple[float, ...] = ()
-    zero_point: tuple[float, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("affine", "float16"):
-            raise SchemaMismatchError(
-                f"QuantParams.kind={self.kind!r}: expected 'affine' or 'float16'"
-            )
-        if self.kind == "affine":
-            if not self.scale or len(self.scale) != len(self.zero_point):
-                raise SchemaMismatchError(
-                    "QuantParams(kind='affine') needs scale and zero_point of equal, non-zero length; "
-                    f"got {len(self.scale)} and {len(self.zero_point)}"
-                )
-            if any(not (s > 0 and np.isfinite(s)) for s in self.scale):
-                raise SchemaMismatchError(
-                    f"QuantParams.scale must be finite and > 0, got {self.scale}"
-                )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "source_dtype": self.source_dtype,
-            "scale": list(self.scale),
-            "zero_point": list(self.zero_point),
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> QuantParams:
-        return cls(
-            kind=d["kind"],
-            source_dtype=d.get("source_dtype", "float32"),
-            scale=tuple(float(v) for v in d.get("scale", ())),
-            zero_point=tuple(float(v) for v in d.get("zero_point", ())),
-        )
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -191,8 +144,6 @@ def cast_field(arr: np.ndarray, spec: FieldSpec, where: str) -> np.ndarray:
     if arr.dtype == target:
         return arr
     if spec.quant is not None and arr.dtype.kind == "f":  # quantise at write time
-        from tj_data.quant import quantize_array
-
         return quantize_array(arr, spec, where=f"{where}: ")
     ok = np.can_cast(arr.dtype, target, casting="same_kind") and not (
         target.kind == "b" and arr.dtype.kind != "b"

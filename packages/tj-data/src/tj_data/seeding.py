@@ -7,20 +7,23 @@ fixes both: it carries the rank and an epoch counter in a one-element shared-mem
 `set_epoch` in the main process reaches workers started by fork or spawn (persistent or not).
 `SeedContext.rng()` gives a fresh numpy Generator per call keyed by (seed, rank, epoch, worker,
 stream, call count in this process and epoch): deterministic because DataLoader hands batches
-to workers in a fixed round-robin order.
+to workers in a fixed round-robin order. `WorkerInit` is the `worker_init_fn` that applies them
+(the loader's workers and the one `worker_baseline` measures run the same init).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import random
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-__all__ = ["SeedContext", "derive_seed", "seed_globals", "worker_id"]
+__all__ = ["SeedContext", "WorkerInit", "derive_seed", "seed_globals", "worker_id"]
 
 
 def worker_id() -> int:
@@ -88,3 +91,26 @@ class SeedContext:
 
     def __repr__(self) -> str:
         return f"SeedContext(seed={self.seed}, rank={self.rank}, epoch={self.epoch})"
+
+
+class WorkerInit:
+    """`worker_init_fn`: gc.freeze (a forked worker's garbage collector then never walks, and so
+    never copies, the objects inherited from the parent), then seed the global RNGs for (seed,
+    rank, epoch, worker), then the user's own init."""
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        rank: int,
+        seeds: SeedContext | None,
+        user_fn: Callable[[int], None] | None = None,
+    ) -> None:
+        self.seed, self.rank, self.seeds, self.user_fn = seed, rank, seeds, user_fn
+
+    def __call__(self, wid: int) -> None:
+        gc.freeze()
+        epoch = self.seeds.epoch if self.seeds is not None else 0
+        seed_globals(derive_seed(self.seed, self.rank, epoch, wid + 1))
+        if self.user_fn is not None:
+            self.user_fn(wid)

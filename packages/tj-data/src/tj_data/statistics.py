@@ -22,9 +22,8 @@ from tj_data.gather import gather_samples
 from tj_data.moments import HistogramQuantiles, RunningMoments, as_rows
 from tj_data.progress import progress_iter
 from tj_data.quant import dequantize_array
-from tj_data.samplers import store_of
 from tj_data.schema import FieldSpec
-from tj_data.store import GraphStore
+from tj_data.store import GraphStore, store_of
 
 __all__ = [
     "DEFAULT_PERCENTILES",

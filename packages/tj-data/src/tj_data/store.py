@@ -32,7 +32,7 @@ from tj_data.manifest import MANIFEST, PARTIAL_MANIFEST, Manifest, ShardInfo
 from tj_data.schema import Schema
 from tj_data.verify import VerifyReport, verify_store
 
-__all__ = ["GraphStore", "SizeIndex"]
+__all__ = ["GraphStore", "SizeIndex", "store_of"]
 
 log = logging.getLogger(__name__)
 
@@ -364,3 +364,17 @@ class GraphStore:
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         """One sample (views into the shard arrays); datasets are the fast way to read many."""
         return gather_samples(self, self.check_indices([index]))[0]
+
+
+def store_of(data: Any) -> GraphStore:
+    """The GraphStore behind a dataset (or the store itself, or a path)."""
+    if isinstance(data, GraphStore):
+        return data
+    store = getattr(data, "store", None)
+    if isinstance(store, GraphStore):
+        return store
+    if isinstance(data, str | os.PathLike):
+        return GraphStore.open(data)
+    raise TypeError(
+        f"expected a GraphStore, a tj-data dataset or a path, got {type(data).__name__}"
+    )

@@ -28,13 +28,13 @@ from tj_data.mapped import as_store
 from tj_data.order import dist_rank_world, epoch_rng, round_robin_consumed, split_even
 from tj_data.schema import Schema
 from tj_data.shuffle_buffer import ByteShuffleBuffer
-from tj_data.state import StateMismatchError, check_state, make_state, pass_position
+from tj_data.state import StreamPosition
 from tj_data.store import GraphStore
 
 __all__ = ["StreamingGraphDataset"]
 
 
-class StreamingGraphDataset(IterableDataset):
+class StreamingGraphDataset(StreamPosition, IterableDataset):
     """Stream a store's samples (or batches, when `batch_size` is set) for one rank.
 
     Args:
@@ -89,10 +89,7 @@ class StreamingGraphDataset(IterableDataset):
             read_block,
         )
         self.collate_fn = GraphCollator(self.schema, transforms, dequantize=dequantize)
-        self.epoch = 0  # epoch of the next pass
-        self._resume: int | None = None  # items to skip in the next pass (after a load)
-        self._consumed = 0  # items this object handed out in its current pass (incl. skipped)
-        self._pass_epoch: int | None = None  # epoch of the pass started in this process
+        self._init_position()  # "consumed" counts skipped items too
 
     # ----- partition (pure) --------------------------------------------------------------
     def rank_indices(self, epoch: int) -> np.ndarray:
@@ -121,28 +118,18 @@ class StreamingGraphDataset(IterableDataset):
         )
 
     # ----- iteration ---------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass streams `epoch` from its start (a just loaded state's epoch keeps its
-        position)."""
-        epoch = int(epoch)
-        if not (self._resume is not None and epoch == self.epoch):
-            self.epoch, self._resume, self._pass_epoch, self._consumed = epoch, None, None, 0
-
     def __iter__(self) -> Iterator[dict[str, Any] | GraphBatch]:
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        epoch = self._pass_epoch = self.epoch
-        self.epoch += 1
+        epoch, resume = self._start_pass()
         role, skip = wid, 0  # role: whose part of the partition this worker streams
-        self._consumed = self._resume or 0
-        if self._resume is not None:
+        if resume is not None:
             # a fresh DataLoader asks worker 0 first: rotate roles so that worker 0 streams the
             # part whose turn was next, and skip what each part had already delivered
             lengths = [len(p) for p in np.array_split(np.arange(len(self)), nw)]
-            taken, nxt = round_robin_consumed(self._resume, [self._items(n) for n in lengths])
+            taken, nxt = round_robin_consumed(resume, [self._items(n) for n in lengths])
             role = (wid + nxt) % nw
             skip = taken[role]
-            self._resume = None
         samples = self._samples(epoch, role, nw, skip * (self.batch_size or 1))
         items = samples if self.batch_size is None else self._batches(samples)
         for item in items:
@@ -205,8 +192,10 @@ class StreamingGraphDataset(IterableDataset):
             )
         return out
 
-    # ----- state protocol (tj_data.state) ----------------------------------------------------
-    def _identity(self) -> dict[str, Any]:
+    # ----- state protocol (tj_data.state.StreamPosition) --------------------------------------
+    # Position: items handed out in the current pass of this process (exact without DataLoader
+    # workers; with workers `PlannedLoader.state_dict()` counts what it delivered).
+    def _state_identity(self) -> dict[str, Any]:
         return {
             "dataset": self.store.fingerprint,
             "num_samples": len(self.store),
@@ -220,24 +209,8 @@ class StreamingGraphDataset(IterableDataset):
             "drop_last_batch": self.drop_last_batch,
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """Position: items handed out in the current pass of this process (exact without
-        DataLoader workers; with workers `PlannedLoader.state_dict()` counts what it delivered),
-        or the loaded position while its pass has not started."""
-        epoch, consumed = pass_position(self.epoch, self._resume, self._pass_epoch, self._consumed)
-        return make_state(
-            type(self).__name__, epoch=epoch, consumed=consumed, identity=self._identity()
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The next pass replays epoch `state["epoch"]` from `state["consumed"]` on."""
-        st = check_state(state, kind=type(self).__name__, identity=self._identity())
-        if st["consumed"] > len(self):
-            raise StateMismatchError(
-                f"{type(self).__name__}.load_state_dict: consumed={st['consumed']} exceeds the "
-                f"{len(self)} samples this rank streams per epoch"
-            )
-        self.epoch, self._resume, self._pass_epoch = st["epoch"], st["consumed"], None
+    def _consumed_limit(self, state: dict[str, Any]) -> tuple[int, str]:
+        return len(self), "samples this rank streams per epoch"
 
     @staticmethod
     def live(source: Any, schema: Schema, **kwargs: Any) -> Any:

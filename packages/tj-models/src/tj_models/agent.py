@@ -24,7 +24,7 @@ from tj_models.checkpoint import CheckpointError, read_checkpoint, write_checkpo
 from tj_models.config import TrafficAgentConfig
 from tj_models.controller import Controller, ControllerOutput
 from tj_models.gnn import GNNOutput, RiskGNN
-from tj_models.shield import SafetyShield, ShieldedOutput, ShieldedPolicy
+from tj_models.shield import SafetyShield, ShieldedPolicy
 from tj_models.world_model import WorldModel, WorldModelOutput
 
 __all__ = ["COMPONENTS", "PHASE_COMPONENTS", "TrafficAgent"]
@@ -163,11 +163,6 @@ class TrafficAgent(nn.Module):
     def shielded_policy(self, threshold: float) -> ShieldedPolicy:
         """A ShieldedPolicy sharing this agent's controller and shield (no copy)."""
         return ShieldedPolicy(self.controller, self.shield, threshold=threshold)
-
-    def act(
-        self, graph: object, action_mask: Tensor | None = None, *, threshold: float
-    ) -> ShieldedOutput:
-        return self.shielded_policy(threshold)(self.encode(graph), action_mask)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:

@@ -4,19 +4,20 @@ plus ``plan_loader``'s plan and ``autotune_loader``'s pick.
 
 "seed style" is what the seeds wrote: ``DataLoader(MmapGraphDataset, shuffle=True)``, nothing
 bounds the mapped pages. "tj" is the same workers x prefetch through ``build_loader`` on top of
-the plan (chunk sampler, bounded open shards).
+the plan (chunk sampler, bounded open shards): tj-data's ``hand_plans``, the settings
+``autotune_loader`` compares too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch.utils.data import DataLoader
 
-from tj_data import SEED_TABLE, LoaderPlan, MmapGraphDataset, build_loader
+from tj_data import SEED_TABLE, LoaderPlan, MmapGraphDataset, build_loader, hand_plans
 
 __all__ = ["Setting", "hand_settings", "planned_setting"]
 
@@ -39,28 +40,27 @@ class Setting:
 
 
 def hand_settings(store: Path, planned: LoaderPlan, cores: int) -> list[Setting]:
-    """Seed style and tj rows of every seed-table entry that is distinct after capping."""
-    bs = planned.batch_size
+    """Seed style and tj rows of tj-data's `hand_plans` (the seed table capped to ``cores``,
+    duplicates dropped; its "no workers" plan is autotune's candidate, not a seed-table row)."""
     out: list[Setting] = []
-    seen: set[tuple[int, int]] = set()
-    for name, (w, pf) in SEED_TABLE.items():
-        wc = min(w, cores)
-        if (wc, pf) in seen:
+    for hand_label, plan in hand_plans(planned, cores).items():
+        if not plan.num_workers:
             continue
-        seen.add((wc, pf))
+        name = hand_label.split()[0]  # its seed-table name
+        w, wc, pf = SEED_TABLE[name][0], plan.num_workers, plan.prefetch_factor
         label = f"{name} {w}x{pf}" + (f" -> {wc}x{pf}" if wc != w else "")
 
-        def seed_style(wc: int = wc, pf: int = pf) -> DataLoader:
+        def seed_style(wc: int = wc, pf: int | None = pf) -> DataLoader:
             ds = MmapGraphDataset(store)
-            return DataLoader(ds, batch_size=bs, shuffle=True, num_workers=wc, prefetch_factor=pf,
-                              persistent_workers=True, collate_fn=ds.collate_fn)  # fmt: skip
+            return DataLoader(ds, batch_size=planned.batch_size, shuffle=True, num_workers=wc,
+                              prefetch_factor=pf, persistent_workers=True,
+                              collate_fn=ds.collate_fn)  # fmt: skip
 
-        def tj(wc: int = wc, pf: int = pf) -> DataLoader:
-            plan = replace(planned, num_workers=wc, prefetch_factor=pf, persistent_workers=True)
+        def tj(plan: LoaderPlan = plan) -> DataLoader:
             return build_loader(MmapGraphDataset(store), plan)
 
-        out.append(Setting(key=f"{name}/seed_style", label=label,
-                           kind="seed_style", workers=wc, prefetch=pf, make=seed_style))  # fmt: skip
+        out.append(Setting(key=f"{name}/seed_style", label=label, kind="seed_style",
+                           workers=wc, prefetch=pf, make=seed_style))  # fmt: skip
         out.append(Setting(key=f"{name}/tj", label=label, kind="tj", workers=wc,
                            prefetch=pf, make=tj))  # fmt: skip
     return out

@@ -16,19 +16,22 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from tj_bench.measure import MIB, timed
 from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_bench.suites import _data_store
-from tj_bench.suites._loader_measure import Measurement, busy, measure
 from tj_bench.suites._loader_plot import SweepPoint, plot_sweep
 from tj_bench.suites._loader_table import Setting, hand_settings, planned_setting
 
-__all__ = ["SUITE", "run"]
+if TYPE_CHECKING:
+    from tj_data import LoaderMeasurement
+
+__all__ = ["SUITE", "busy", "run"]
 
 GIB = 1 << 30
 
@@ -57,6 +60,20 @@ def _generate(store: Path, o: dict[str, Any]) -> None:
         raise RuntimeError(f"store generation failed:\n{proc.stderr[-2000:]}")
 
 
+def busy(ms: float) -> Callable[[Any], None] | None:
+    """A stand-in for the training step: ``ms`` of CPU work in the main process per batch
+    (None for 0: no step)."""
+    if ms <= 0:
+        return None
+
+    def step(_batch: Any) -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+
+    return step
+
+
 def _plan(ds: Any, budget: int, batch_size: int) -> Any:
     from tj_data import BudgetError, plan_loader
 
@@ -66,12 +83,12 @@ def _plan(ds: Any, budget: int, batch_size: int) -> Any:
         raise ValueError(f"{exc} (raise --set loader.budget_gb)") from exc
 
 
-def _record_row(ctx: SuiteContext, s: Setting, m: Measurement) -> None:
+def _record_row(ctx: SuiteContext, s: Setting, m: LoaderMeasurement) -> None:
     ctx.record(f"table/{s.key}/samples_per_s", m.samples_per_s, unit="samples/s", better="higher")
     ctx.record(f"table/{s.key}/peak_pss", m.peak_pss / MIB, unit="MiB", better="lower")
 
 
-def _compare(ctx: SuiteContext, rows: dict[Setting, Measurement], budget: int) -> None:
+def _compare(ctx: SuiteContext, rows: dict[Setting, LoaderMeasurement], budget: int) -> None:
     """One repetition's verdicts: autotune against the fastest hand row within the budget, and
     how many hand rows of each kind went over it."""
     fits = [m.samples_per_s for s, m in rows.items() if s.hand and m.peak_pss <= budget]
@@ -88,7 +105,7 @@ def _compare(ctx: SuiteContext, rows: dict[Setting, Measurement], budget: int) -
 
 
 def _table(ctx: SuiteContext, o: dict[str, Any], store: Path, budget: int) -> None:
-    from tj_data import MmapGraphDataset, autotune_loader
+    from tj_data import MmapGraphDataset, autotune_loader, measure_loader
 
     planned = _plan(MmapGraphDataset(store), budget, o["batch_size"])
     ctx.record("plan/workers", planned.num_workers, unit="workers")
@@ -120,11 +137,12 @@ def _table(ctx: SuiteContext, o: dict[str, Any], store: Path, budget: int) -> No
     ]
     for s in settings:
         ctx.param(f"table/{s.key}", f"{s.workers}x{s.prefetch or 0}")
-    runs: dict[Setting, list[Measurement]] = {s: [] for s in settings}
+    runs: dict[Setting, list[LoaderMeasurement]] = {s: [] for s in settings}
     for _ in ctx.repetitions("loader table"):
         rows = {}
         for s in settings:  # interleaved: a slow spell of the machine hits every row alike
-            rows[s] = measure(s.make, o["seconds"], interval=o["pss_interval"], step=step)
+            rows[s] = measure_loader(s.make, seconds=o["seconds"], step_fn=step,
+                                     pss_interval=o["pss_interval"])  # fmt: skip
             runs[s].append(rows[s])
             _record_row(ctx, s, rows[s])
         _compare(ctx, rows, budget)
@@ -132,7 +150,7 @@ def _table(ctx: SuiteContext, o: dict[str, Any], store: Path, budget: int) -> No
 
 
 def _plot(
-    ctx: SuiteContext, runs: dict[Setting, list[Measurement]], budget: int, o: dict[str, Any]
+    ctx: SuiteContext, runs: dict[Setting, list[LoaderMeasurement]], budget: int, o: dict[str, Any]
 ) -> None:
     points = [
         SweepPoint(label=s.label, kind=s.kind,

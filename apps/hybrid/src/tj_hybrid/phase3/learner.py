@@ -1,7 +1,8 @@
 """What phase 3 optimises: the controller and the shield's critic, on the frozen GNN's output.
 
 ``Learner`` is the module DDP wraps (only trained parameters: controller and shield); its forward
-runs both on an encoded micro-batch. ``micro_batch_loss`` is PPO-Lagrangian (tj-models' ``ppo``:
+runs the one actor's heads (``tj_rl.control.Actor``: the collector's logits for the same weights)
+and the shield's critic on an encoded micro-batch. ``micro_batch_loss`` is PPO-Lagrangian (tj-models' ``ppo``:
 clipped surrogate on ``(A_r - lambda * A_c) / (1 + lambda)``, reward- and cost-value losses,
 entropy) plus the shield's critic loss (predicted cost of the taken action against the observed
 discounted cost), so the shield learns what the veto needs.
@@ -16,14 +17,14 @@ from torch import Tensor, nn
 
 from tj_models import (
     Controller,
-    ControllerOutput,
     GNNOutput,
     PPOLoss,
     SafetyShield,
     ppo_lagrangian_loss,
     shield_cost_loss,
 )
-from tj_rl.rollout.batch import rollout_policy
+from tj_rl.control import Actor, ActorOutput
+from tj_rl.control.actor import fields_of
 
 __all__ = ["Learner", "LossWeights", "StepLoss", "micro_batch_loss"]
 
@@ -34,9 +35,11 @@ class Learner(nn.Module):
     def __init__(self, controller: Controller, shield: SafetyShield) -> None:
         super().__init__()
         self.controller, self.shield = controller, shield
+        # heads only: the frozen encoder's output comes cached; the samples carry the final mask
+        self.actor = Actor(None, controller)
 
-    def forward(self, encoded: GNNOutput, batch: Any) -> tuple[ControllerOutput, Tensor]:
-        return rollout_policy(self.controller, encoded, batch), self.shield(encoded)
+    def forward(self, encoded: GNNOutput, batch: Any) -> tuple[ActorOutput, Tensor]:
+        return self.actor.heads(encoded, fields_of(batch)), self.shield(encoded)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "RandomPolicy",
             "make_policy",
         ],
+        "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],
         "agent_policy": ["AgentPolicy"],
+        "fit": ["check_agent_env"],
     },
 )

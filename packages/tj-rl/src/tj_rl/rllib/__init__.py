@@ -12,7 +12,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     submod_attrs={
         "env": ["TrafficSignalEnv"],
         "module": [
-            "COST_VF_PREDS",
             "SHARED_POLICY",
             "GraphModuleConfig",
             "TrafficRLModule",

@@ -5,8 +5,8 @@ One module is shared by all lights of a scenario: with ``EnvConfig(pad_to_scenar
 light has the same observation and action space (``padding.py``). Each forward unpads the batch
 into one graph batch (``unpad.py``), encodes it with the GNN and lets the controller score the
 padded phases; ``action_mask`` (int8, read as ``.bool()``) masks the logits exactly (masked actions
-get probability 0) without touching the input batch; that forward pass is ``graph_policy.py``'s,
-shared with the Ray-free ``AgentPolicy``. The GNN is frozen by default (the phase-2 row
+get probability 0) without touching the input batch; that forward pass is the one ``Actor``'s
+(``tj_rl.control.actor``), shared with ``AgentPolicy`` and phase 3. The GNN is frozen by default (the phase-2 row
 of tj-models' ``PHASE_COMPONENTS``: no gradient, eval mode, run under ``no_grad``) and comes from a
 phase-1 agent directory (``TrafficAgent.load``: checksum-verified safetensors) or random init.
 
@@ -32,19 +32,17 @@ from tj_models import (
     PRESETS,
     Controller,
     ControllerConfig,
-    ControllerOutput,
-    GraphInput,
     RiskGNN,
     TrafficAgent,
     TrafficAgentConfig,
     config_from_dict,
     config_to_dict,
 )
-from tj_rl.control.graph_policy import check_features, check_spaces, graph_input, graph_policy
+from tj_rl.control.actor import Actor, ActorOutput
+from tj_rl.control.fit import check_features, check_spaces
 from tj_rl.env.observation import LANE_FEATURES
 
 __all__ = [
-    "COST_VF_PREDS",
     "MODEL_CONFIG_KEY",
     "SHARED_POLICY",
     "GraphModuleConfig",
@@ -54,7 +52,6 @@ __all__ = [
     "shared_policy_mapping",
 ]
 
-COST_VF_PREDS = "cost_vf_preds"  # forward_train output: the cost-value head (phase 3)
 SHARED_POLICY = "shared"  # module id of the policy all lights share
 # RLlib merges its own keys (e.g. PPO's "vf_share_layers") into every module's model_config, so the
 # module's configuration lives under one key of it and the rest is RLlib's.
@@ -124,7 +121,7 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
 
     Outputs: ``action_dist_inputs`` (masked logits; RLlib's Categorical), and in ``forward_train``
     also ``embeddings`` (the value head's output of the same pass, which ``compute_values`` returns
-    instead of running the networks again) and ``COST_VF_PREDS`` (the cost-value head).
+    instead of running the networks again).
     """
 
     def setup(self) -> None:
@@ -161,6 +158,9 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         if self.frozen_gnn:
             self.gnn.requires_grad_(False)
             self.gnn.eval()
+        # the one actor, over this module's own networks (a plain object: not registered twice)
+        self.actor = Actor(self.gnn, self.controller, frozen_gnn=self.frozen_gnn,
+                           validate=cfg.validate)  # fmt: skip
 
     def train(self, mode: bool = True) -> TrafficRLModule:
         """As ``nn.Module.train``; a frozen GNN stays in eval mode (as in ``TrafficAgent``)."""
@@ -170,42 +170,22 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         return self
 
     # ------------------------------------------------------------------ forward passes
-    def graph(self, obs: Mapping[str, Tensor]) -> GraphInput:
-        """The batch's graph input (through tj-models' full input checks when ``validate``)."""
-        return graph_input(self.gnn, obs, validate=self.module_config.validate)
-
-    def policy(self, obs: Mapping[str, Tensor]) -> ControllerOutput:
-        """Encoder + controller on a batch of padded observations (``batch[Columns.OBS]``);
-        the same code path as the Ray-free ``AgentPolicy`` (``graph_policy.py``)."""
-        return graph_policy(
-            self.gnn,
-            self.controller,
-            obs,
-            frozen_gnn=self.frozen_gnn,
-            validate=self.module_config.validate,
-        )
+    def policy(self, obs: Mapping[str, Tensor]) -> ActorOutput:
+        """The actor on a batch of padded observations (``batch[Columns.OBS]``)."""
+        return self.actor.forward(obs)
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        out = self.policy(batch[Columns.OBS])
-        return {Columns.ACTION_DIST_INPUTS: out.logits}
+        return {Columns.ACTION_DIST_INPUTS: self.policy(batch[Columns.OBS]).logits}
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         out = self.policy(batch[Columns.OBS])
-        return {
-            Columns.ACTION_DIST_INPUTS: out.logits,
-            Columns.EMBEDDINGS: out.value,
-            COST_VF_PREDS: out.cost_value,
-        }
+        return {Columns.ACTION_DIST_INPUTS: out.logits, Columns.EMBEDDINGS: out.value}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Tensor:
         """Value estimates [B]: ``embeddings`` when ``forward_train`` gave them, else a pass."""
         if embeddings is not None:
             return embeddings
         return self.policy(batch[Columns.OBS]).value
-
-    def compute_cost_values(self, batch: dict[str, Any]) -> Tensor:
-        """Cost-value estimates [B] (the controller's cost-value head, for phase 3)."""
-        return self.policy(batch[Columns.OBS]).cost_value
 
 
 # ---------------------------------------------------------------------- specs

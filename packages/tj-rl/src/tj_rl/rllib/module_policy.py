@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from tj_models import masked_logits
+from tj_rl.control.actor import choose
+
 __all__ = ["ModulePolicy", "load_module"]
 
 
@@ -49,7 +52,8 @@ class ModulePolicy:
                  for k in obs[agents[0]]}  # fmt: skip
         with torch.no_grad():
             out = self.module.forward_inference({"obs": batch})
-        logits = out["action_dist_inputs"]
-        mask = batch["action_mask"].bool()
-        best = logits.masked_fill(~mask, float("-inf")).argmax(-1)
+        # re-masked with the one constant (a module's own masking is not trusted), then chosen
+        # as every caller chooses (``tj_rl.control.actor.choose``)
+        logits = masked_logits(out["action_dist_inputs"], batch["action_mask"].bool())
+        best, _ = choose(logits, sample=False)
         return {a: int(i) for a, i in zip(agents, best.tolist(), strict=True)}

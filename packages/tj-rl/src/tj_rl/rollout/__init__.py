@@ -10,8 +10,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
         "advantages": ["gae"],
-        "samples": ["ROLLOUT_FIELDS", "Transition", "fragment_samples", "rollout_schema"],
+        "samples": ["ROLLOUT_FIELDS", "Transition", "fragment_samples", "graph_sample", "rollout_schema"],
         "collector": ["Fragment", "RolloutCollector", "publish_weights", "read_weights"],
-        "batch": ["rollout_graph", "rollout_policy"],
+        "batch": ["rollout_graph"],
     },
 )

@@ -1,8 +1,8 @@
 """``RolloutCollector``: one SUMO env and the current policy on the CPU, producing fragments.
 
 The loop a phase-3 collector process runs (the process itself, its restart and its queue belong
-to the trainer): act on all lights in one forward pass (GNN + controller, optionally behind the
-learned shield), step the env, and every ``fragment_steps`` decision steps emit a ``Fragment`` of
+to the trainer): act on all lights in one forward pass of the one ``Actor`` (GNN + controller,
+optionally behind the learned shield; sampled with the collector's generator), step the env, and every ``fragment_steps`` decision steps emit a ``Fragment`` of
 graph samples with reward and cost GAE (``rollout.py``) and the episodes that ended in it.
 
 Weights arrive as a file (``publish_weights``: safetensors, written atomically, the policy version
@@ -13,7 +13,6 @@ with the threads the caller sets.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ import numpy as np
 import torch
 
 from tj_models import TrafficAgent
-from tj_rl.control.agent_policy import check_agent_env
-from tj_rl.control.graph_policy import controller_inputs, graph_input
+from tj_rl.control.actor import Actor, ActorOutput
+from tj_rl.control.fit import check_agent_env
 from tj_rl.control.unpad import OBSERVATION_KEYS
 from tj_rl.env.core import TrafficSignalCore
 from tj_rl.rollout.samples import Transition, fragment_samples
@@ -87,13 +86,11 @@ class RolloutCollector:
             raise ValueError(f"fragment_steps={fragment_steps}: expected >= 1")
         if not cost_scale > 0:
             raise ValueError(f"cost_scale={cost_scale}: expected > 0")
-        if shield_threshold is not None and not math.isfinite(shield_threshold):
-            raise ValueError(f"shield_threshold={shield_threshold}: expected a finite number "
-                             "or None")  # fmt: skip
         cfg = {**env_config, "route_stream": int(seed) % (2**31)}
         self.env = TrafficSignalCore(cfg)
         self.agent = TrafficAgent.load(agent_dir).eval()
         check_agent_env(self.agent, self.env, f"RolloutCollector({agent_dir})")
+        self.actor = Actor.from_agent(self.agent, shield_threshold=shield_threshold)
         self.weights = Path(weights) if weights is not None else None
         self.version = 0
         self._seen: tuple[int, int] | None = None
@@ -134,28 +131,12 @@ class RolloutCollector:
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
-    def forward(self, obs: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        """Logits (masked), values, cost values and the final action mask of every light."""
+    def forward(self, obs: Mapping[str, Mapping[str, np.ndarray]]) -> ActorOutput:
+        """The actor on every light of ``obs``: masked logits, the mask used, values."""
         agents = list(obs)
         batch = {k: torch.from_numpy(np.stack([obs[a][k] for a in agents]))
                  for k in OBSERVATION_KEYS}  # fmt: skip
-        encoded = self.agent.gnn(graph_input(self.agent.gnn, batch))
-        mask = batch["action_mask"].bool()
-        kwargs = controller_inputs(self.agent.controller, batch)
-        if self.shield_threshold is None:
-            out = self.agent.controller(encoded, mask, **kwargs)
-            logits, final = out.logits, out.action_mask
-        else:
-            shielded = self.agent.shielded_policy(self.shield_threshold)(encoded, mask, **kwargs)
-            out, logits, final = shielded.controller, shielded.logits, shielded.mask
-        width = mask.shape[-1]
-        return {"logits": logits[:, :width], "value": out.value.numpy(),
-                "cost_value": out.cost_value.numpy(), "mask": final[:, :width].numpy()}  # fmt: skip
-
-    def _sample(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        logp_all = torch.log_softmax(logits, -1)
-        action = torch.multinomial(logp_all.exp(), 1, generator=self.generator).squeeze(-1)
-        return action.numpy(), logp_all.gather(1, action[:, None]).squeeze(1).numpy()
+        return self.actor.forward(batch)
 
     def _reset(self) -> dict[str, Any]:
         self._episodes += 1
@@ -173,7 +154,8 @@ class RolloutCollector:
         ep = _Episode(len(obs))
         while True:
             agents = list(obs)
-            action, logp = self._sample(out["logits"])
+            chosen = Actor.chosen(out, sample=True, generator=self.generator)
+            action, logp = chosen.action.numpy(), chosen.logp.numpy()
             nobs, rewards, terminated, truncated, infos = self.env.step(
                 dict(zip(agents, action.tolist(), strict=True)))
             reward = np.array([rewards[a] for a in agents], np.float32)
@@ -181,12 +163,12 @@ class RolloutCollector:
             ep.add(reward, cost, np.sum([infos[a]["costs"] for a in agents], axis=0))
             ended = bool(truncated["__all__"] or terminated["__all__"])
             nxt = self.forward(nobs)
-            observations = [{**obs[a], "action_mask": out["mask"][i].astype(np.int8)}
-                             for i, a in enumerate(agents)]  # fmt: skip
+            mask = out.mask.numpy().astype(np.int8)  # the mask the action was drawn under
+            observations = [{**obs[a], "action_mask": mask[i]} for i, a in enumerate(agents)]
             steps.append(Transition(
-                observations=observations, action=action, logp=logp, value=out["value"],
-                cost_value=out["cost_value"], reward=reward, cost=cost * self.cost_scale,
-                next_value=nxt["value"], next_cost_value=nxt["cost_value"],
+                observations=observations, action=action, logp=logp, value=out.value.numpy(),
+                cost_value=out.cost_value.numpy(), reward=reward, cost=cost * self.cost_scale,
+                next_value=nxt.value.numpy(), next_cost_value=nxt.cost_value.numpy(),
                 terminated=bool(terminated["__all__"]), episode_end=ended,
             ))  # fmt: skip
             if ended:
