@@ -3,14 +3,14 @@ not depend on what ran before it in the runner (imports, caches, threads), and a
 crashes or is killed must not take the run with it.
 
 The child gets the suite's context as plain data, runs ``execute`` and sends back the result and
-the shared dict (the phase suites hand run folders on through it). A child that dies without
-sending (a segfault, the OOM killer, SIGKILL) is recorded as failed with its signal.
+the shared dict (the phase suites hand run folders on through it), through
+``tj_monitor.run_in_child`` (the parent-death signal, stopped with the runner, reaped). A child
+that dies without sending (a segfault, the OOM killer, SIGKILL) is recorded as failed with its
+signal.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import signal
 import time
 import traceback
 from collections.abc import Callable
@@ -21,6 +21,7 @@ from typing import Any
 
 from tj_bench.results import SuiteResult
 from tj_bench.suite import Suite, SuiteContext, Unavailable
+from tj_monitor import run_in_child
 
 __all__ = ["SuiteJob", "execute", "run_isolated"]
 
@@ -64,53 +65,23 @@ def execute(job: SuiteJob, loader: Callable[[str], Suite], progress: Any = None)
     return ctx.result
 
 
-def _child(job: SuiteJob, loader: Callable[[str], Suite], conn: Any) -> None:
+def _child(job: SuiteJob, loader: Callable[[str], Suite]) -> tuple[dict[str, Any], dict[str, Any]]:
     from tj_bench.progress import rich_progress
 
     with rich_progress() if job.show_progress else nullcontext(None) as track:
         result = execute(job, loader, track)
-    conn.send((result.to_json(), job.shared))
-    conn.close()
-
-
-def _died(name: str, exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            how = f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            how = f"killed by signal {-exitcode}"
-    else:
-        how = f"exited with status {exitcode}"
-    return f"the {name} suite's process {how} before sending its result"
+    return result.to_json(), job.shared
 
 
 def run_isolated(
     job: SuiteJob, loader: Callable[[str], Suite]
 ) -> tuple[SuiteResult, dict[str, Any]]:
     """Run ``execute`` in a spawned child; ``(result, shared)`` back, or a failed result."""
-    ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(job, loader, send), name=f"tj-bench-{job.name}")
     t0 = time.perf_counter()
-    proc.start()
-    send.close()
     try:
-        try:
-            payload = recv.recv()
-        except EOFError:
-            payload = None
-        proc.join()
-    except BaseException:
-        proc.terminate()
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-        raise
-    finally:
-        recv.close()
-    if payload is None:
-        result = SuiteResult(suite=job.name, status="failed", error=_died(job.name, proc.exitcode),
+        data, shared = run_in_child(_child, job, loader, name=f"the {job.name} suite's process")
+    except Exception as exc:  # it died (ChildFailed names how) or could not report
+        result = SuiteResult(suite=job.name, status="failed", error=str(exc),
                              wall_s=time.perf_counter() - t0)  # fmt: skip
         return result, job.shared
-    data, shared = payload
     return SuiteResult.from_json(data), shared

@@ -6,6 +6,8 @@ process and Ray Train. See the package README for one runnable example per helpe
 
 from importlib import metadata as _metadata
 
+from tj_monitor import die_with_parent  # re-exported: tj-monitor owns the process toolkit
+
 from .accumulate import GradAccumulator, MicroBatch
 from .checkpoint import (
     CheckpointError,
@@ -27,7 +29,7 @@ from .environment import (
     is_wsl2,
     parse_drvfs_mounts,
 )
-from .launch import RankFailedError, die_with_parent, free_port, launch_local
+from .launch import RankFailedError, free_port, launch_local
 from .model_tools import apply_activation_checkpointing, freeze, trainable_parameters, unfreeze
 from .precision import Amp, AmpConfig, PrecisionChoice, choose_precision, enable_tf32
 from .process_group import (

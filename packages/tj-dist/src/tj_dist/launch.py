@@ -12,38 +12,34 @@ fails. This launcher exists for what spawn leaves to the caller:
 - survivors are stopped as whole process trees (DataLoader workers, SUMO) within seconds (spawn
   signals only the ranks and waits 30 s before SIGKILL); `join_timeout` bounds the whole run.
 Like spawn's children, each rank asks for a parent-death signal (Linux PR_SET_PDEATHSIG), so
-none trains on as an orphan when the launcher is killed.
+none trains on as an orphan when the launcher is killed. The process plumbing is tj-monitor's
+(``die_with_parent``, the ``ChildOutcome`` pipe protocol, ``stop_tree``, ``describe_exit``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import multiprocessing as mp
 import os
 import pickle
-import signal
 import socket
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-import psutil
 import torch
+
+from tj_monitor import ChildOutcome, describe_exit, die_with_parent, stop_tree
 
 from .process_group import BACKENDS, DEFAULT_TIMEOUT, cleanup, init_distributed
 
-__all__ = ["RankFailedError", "die_with_parent", "free_port", "launch_local"]
+__all__ = ["RankFailedError", "free_port", "launch_local"]
 
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 TERMINATE_GRACE_S = 3.0
 # after the first failure, how long to collect the others before choosing the root cause
 FAILURE_GRACE_S = 1.0
@@ -104,77 +100,15 @@ def _child(
         # like torchrun: N ranks on one machine must not each spawn one thread per core
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // nprocs))
     info = None
-    try:
+
+    def run() -> Any:
+        nonlocal info
         info = init_distributed(backend, timeout=timeout)
-        payload: tuple[Any, ...] = ("ok", fn(*args))
-    except BaseException as exc:
-        summary = f"{type(exc).__name__}: {exc}"
-        payload = ("error", time.time(), summary, traceback.format_exc(), _dumps(exc))
-    try:
-        data = pickle.dumps(payload)
-    except Exception as exc:
-        text = f"returned an unpicklable result: {type(exc).__name__}: {exc}"
-        data = pickle.dumps(("error", time.time(), text, traceback.format_exc(), None))
+        return fn(*args)
+
     # report before tearing the group down: the peers' "connection closed" errors come later
-    conn.send_bytes(data)
-    conn.close()
+    ChildOutcome.capture(run).send(conn)
     cleanup(info)
-
-
-def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> None:
-    """Linux: ``sig`` to this process when its parent ``parent`` dies (even by SIGKILL), so no
-    rank or worker runs on as an orphan; exit at once if that parent is already gone. Call it
-    first thing in a child process (a rank here; tj-hybrid's isolated phase child)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _dumps(exc: BaseException) -> bytes | None:
-    """The exception itself, when it pickles (it becomes the parent error's __cause__)."""
-    try:
-        return pickle.dumps(exc)
-    except Exception:
-        return None
-
-
-def _kill_tree(procs: list[Any]) -> None:
-    """SIGTERM every still-running child and its descendants, then SIGKILL what remains.
-
-    The ranks themselves are stopped and reaped through `multiprocessing` (terminate/join), never
-    through psutil: psutil's wait would reap them behind multiprocessing's back, which then
-    believes them alive forever (they stay in `active_children()` and every join times out).
-    """
-    alive = [proc for proc in procs if proc.is_alive()]
-    descendants: list[psutil.Process] = []
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            descendants.extend(psutil.Process(proc.pid).children(recursive=True))
-    for victim in descendants:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            victim.send_signal(signal.SIGTERM)
-    for proc in alive:
-        proc.terminate()
-    deadline = time.monotonic() + TERMINATE_GRACE_S
-    for proc in alive:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    _, stubborn = psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
-    for victim in stubborn:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            victim.kill()
-    for proc in alive:
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=TERMINATE_GRACE_S)
-    psutil.wait_procs(stubborn, timeout=TERMINATE_GRACE_S)
-
-
-def _describe_exit(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        return f"was killed by {signal.Signals(-exitcode).name}"
-    return f"exited with code {exitcode} without returning a result"
 
 
 @dataclass(order=True)
@@ -186,7 +120,7 @@ class _Failure:
     rank: int
     message: str = field(compare=False)
     child_traceback: str = field(compare=False, default="")
-    exc_bytes: bytes | None = field(compare=False, default=None)
+    cause: BaseException | None = field(compare=False, default=None)
     exitcode: int | None = field(compare=False, default=None)
 
     def error(self, others: list[_Failure]) -> RankFailedError:
@@ -245,7 +179,8 @@ def launch_local(
         )
         return _supervise(procs, conns, join_timeout)
     finally:
-        _kill_tree(procs)
+        # the ranks are reaped through multiprocessing (their handles), their children by psutil
+        stop_tree(procs, TERMINATE_GRACE_S)
         for conn in conns:
             conn.close()
 
@@ -291,7 +226,7 @@ def _supervise(procs: list[Any], conns: list[Connection], join_timeout: float | 
                         priority=0,
                         when=time.time(),
                         rank=rank,
-                        message=_describe_exit(proc.exitcode),
+                        message=f"{describe_exit(proc.exitcode)} without returning a result",
                         exitcode=proc.exitcode,
                     )
                 )
@@ -300,9 +235,8 @@ def _supervise(procs: list[Any], conns: list[Connection], join_timeout: float | 
     if failures:
         first, *others = sorted(failures)
         error = first.error(others)
-        cause = _loads(first.exc_bytes)
-        if cause is not None:
-            raise error from cause
+        if first.cause is not None:
+            raise error from first.cause
         raise error
     if running and len(results) == len(procs):
         log.warning(
@@ -317,32 +251,22 @@ def _supervise(procs: list[Any], conns: list[Connection], join_timeout: float | 
     return [results[rank] for rank in range(len(procs))]
 
 
-def _loads(data: bytes | None) -> BaseException | None:
-    try:
-        exc = pickle.loads(data) if data is not None else None
-    except Exception:
-        return None
-    return exc if isinstance(exc, BaseException) else None
-
-
 def _receive(
     rank: int, conn: Connection, results: dict[int, Any], failures: list[_Failure]
 ) -> None:
-    try:
-        payload = pickle.loads(conn.recv_bytes())
-    except EOFError:
+    outcome = ChildOutcome.receive(conn)
+    if outcome is None:
         return  # the child died before sending: its sentinel reports the exit
-    if payload[0] == "ok":
-        results[rank] = payload[1]
+    if outcome.ok:
+        results[rank] = outcome.value
         return
-    _, when, summary, child_tb, exc_bytes = payload
     failures.append(
         _Failure(
             priority=1,
-            when=when,
+            when=outcome.when,
             rank=rank,
-            message=f"raised {summary}",
-            child_traceback=child_tb,
-            exc_bytes=exc_bytes,
+            message=f"raised {outcome.summary}",
+            child_traceback=outcome.traceback,
+            cause=outcome.exception(),
         )
     )

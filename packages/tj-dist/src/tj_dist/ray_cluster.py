@@ -14,7 +14,6 @@ environment (``env()``) and the cluster's ``address``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from tj_monitor.processes import processes_naming, stop_processes
+from tj_monitor import processes_naming, stop_processes
 
 __all__ = ["LocalCluster"]
 
@@ -107,10 +106,7 @@ class LocalCluster:
         procs = processes_naming(self.temp_dir)
         raylets = [p for p in procs if is_raylet(p)]
         for group in (raylets, [p for p in procs if p not in raylets]):
-            for proc in group:
-                with contextlib.suppress(psutil.Error):
-                    proc.terminate()
-            stop_processes(group, grace_s)
+            stop_processes(group, grace_s)  # SIGTERM, grace, SIGKILL
         _, left = stop_processes(processes_naming(self.temp_dir), grace_s)  # started meanwhile
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return tuple(left)

@@ -252,7 +252,7 @@ class RaySession:
                 ray_processes += [
                     p for p in processes_naming(self.session_dir) if p.pid not in seen
                 ]
-            killed, left = stop_processes(ray_processes, self.config.shutdown_timeout_s)
+            killed, left = stop_processes(ray_processes, self.config.shutdown_timeout_s, sig=None)
             if left:
                 log.error("RaySession: Ray processes still alive after SIGKILL: %s", left)
         self.result = RaySessionResult(
@@ -302,7 +302,7 @@ class RaySession:
         except BaseException:  # what a failed init started is stopped here (no __exit__ follows)
             _shutdown()
             started = [p for p in me.children() if p.pid not in before]
-            stop_processes(with_descendants(started), cfg.shutdown_timeout_s)
+            stop_processes(with_descendants(started), cfg.shutdown_timeout_s, sig=None)
             raise
         # Ray's own processes (GCS, raylet, log monitor, ...) are this process's new children; the
         # workers are the raylet's

@@ -4,7 +4,9 @@ step timers, metrics logging (JSONL + TensorBoard), profiling helpers and run an
 It is also the one home of the machine facts other packages build on: the container-aware
 memory limit (``memory_limit``), cgroup v1/v2 readers (``read_cgroup_memory``), RAM, swap and
 /dev/shm (``read_system_memory``, ``shm_usage``) and process-tree PSS/USS within a CPU budget
-(``tree_memory``, ``TreeSampler``, ``PeakPssSampler``).
+(``tree_memory``, ``TreeSampler``, ``PeakPssSampler``), and of the process toolkit: stopping a
+process tree with its reap rules (``stop_tree``, ``stop_processes``), a function in a fresh child
+(``run_in_child``) and the parent-death signal (``die_with_parent``, ``parent_death_hook``).
 
 The core needs psutil and numpy only. rich, matplotlib and tensorboard (tables, the live view,
 PNG curves, TensorBoard files) come with the ``report`` extra, imported where used;
@@ -36,12 +38,23 @@ from tj_monitor.atomic import (
     remove_stale_temps,
 )
 from tj_monitor.cgroup import CgroupMemory, read_cgroup_memory
+from tj_monitor.child import ChildFailed, ChildOutcome, describe_exit, run_in_child
 from tj_monitor.cleanup import CleanupReport, Shrinker
 from tj_monitor.gpu import CudaMemory, NvmlDevice, NvmlReader, read_cuda_memory
 from tj_monitor.metrics_logger import LoggerConfig, MetricsLogger, detect_rank
 from tj_monitor.monitor import MemoryMonitor, MonitorConfig, MonitorStats
+from tj_monitor.parent_death import die_with_parent, parent_death_hook
 from tj_monitor.peak import PeakPssSampler
+from tj_monitor.processes import (
+    ProcessHandle,
+    Stopped,
+    processes_naming,
+    stop_processes,
+    stop_tree,
+    with_descendants,
+)
 from tj_monitor.profiling import OomSnapshot, ProfilerConfig, StepProfiler
+from tj_monitor.progress import progress_bar, track_progress
 from tj_monitor.report import plot_memory_stages, plot_run, render_stages, render_summary
 from tj_monitor.sample import MemorySample, format_bytes, read_sample
 from tj_monitor.stages import StagedSummary, StageRow, load_stages, summarize_stages
@@ -58,6 +71,8 @@ __all__ = [
     "MSE",
     "AtomicPath",
     "CgroupMemory",
+    "ChildFailed",
+    "ChildOutcome",
     "CleanupReport",
     "CudaMemory",
     "LoggerConfig",
@@ -71,6 +86,7 @@ __all__ = [
     "NvmlReader",
     "OomSnapshot",
     "PeakPssSampler",
+    "ProcessHandle",
     "ProcessMemory",
     "ProfilerConfig",
     "RunData",
@@ -84,6 +100,7 @@ __all__ = [
     "StepProfiler",
     "StepStats",
     "StepTimer",
+    "Stopped",
     "SystemMemory",
     "ThresholdEvent",
     "ThresholdGate",
@@ -97,15 +114,20 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "describe_exit",
     "detect_rank",
+    "die_with_parent",
     "format_bytes",
     "fsync_dir",
     "load_run",
     "load_stages",
     "measure_processes",
     "memory_limit",
+    "parent_death_hook",
     "plot_memory_stages",
     "plot_run",
+    "processes_naming",
+    "progress_bar",
     "publish_dir",
     "read_cgroup_memory",
     "read_cuda_memory",
@@ -114,8 +136,13 @@ __all__ = [
     "remove_stale_temps",
     "render_stages",
     "render_summary",
+    "run_in_child",
     "shm_usage",
+    "stop_processes",
+    "stop_tree",
     "summarize",
     "summarize_stages",
+    "track_progress",
     "tree_memory",
+    "with_descendants",
 ]

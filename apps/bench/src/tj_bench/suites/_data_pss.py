@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tj_monitor import parent_death_hook
+
 __all__ = ["DATASETS", "pss_run"]
 
 DATASETS = ("mmap", "hdf5", "chunked", "streaming")
@@ -30,7 +32,10 @@ def pss_run(
     # -P: the suites' folder is not put on sys.path (its module names would shadow others)
     cmd = [sys.executable, "-P", __file__, name, str(store), str(epochs), str(batch_size),
            str(workers), str(interval)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    # the parent-death signal: no measurement runs on when the suite's process is killed
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, preexec_fn=parent_death_hook()
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"DataLoader PSS run ({name}) failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-import psutil
-
 from tj_data import LiveQueue, QueueClosed
+from tj_monitor import stop_tree
 
 __all__ = ["CollectorPool", "CollectorSpec", "CollectorsStalled", "SampleStream"]
 
@@ -166,7 +165,7 @@ class CollectorPool:
         for slot in self._slots:
             with contextlib.suppress(OSError):
                 slot.conn.close()
-        _stop_processes([s.proc for s in self._slots])
+        stop_tree([s.proc for s in self._slots], grace_s=3.0)  # with their SUMOs, reaped
         if self._thread is not None:
             self._thread.join(timeout=10)  # one stuck in recv sees EOF now
 
@@ -191,7 +190,7 @@ class CollectorPool:
         with contextlib.suppress(OSError):
             slot.conn.close()
         slot.proc.join(timeout=2.0)  # its pipe closes while it exits: let it report its own code
-        _stop_processes([slot.proc])
+        stop_tree([slot.proc], grace_s=3.0)
         code = slot.proc.exitcode
         what = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                 else f"exit code {code}")  # fmt: skip
@@ -285,23 +284,3 @@ class SampleStream:
                 return
             last = self.clock()
             yield sample
-
-
-def _stop_processes(procs: list[Any], grace: float = 3.0) -> None:
-    """SIGTERM then SIGKILL each process and its descendants (a traci SUMO); reap them."""
-    victims: list[psutil.Process] = []
-    for proc in procs:
-        if proc.is_alive():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                victims.extend(psutil.Process(proc.pid).children(recursive=True))
-            proc.terminate()
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=grace)
-    _, alive = psutil.wait_procs(victims, timeout=max(0.0, deadline - time.monotonic()))
-    for victim in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            victim.kill()

@@ -20,6 +20,7 @@ import io
 import itertools
 import logging
 import os
+import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from tj_monitor import parent_death_hook, stop_processes
 from tj_rl.env.errors import LibsumoBusyError, SumoDiedError, SumoStartError
 from tj_rl.env.runtime import child_env, sumo_binary
 
@@ -196,9 +198,12 @@ class TraciBackend(SumoBackend):
             label = f"tj-rl-{os.getpid()}-{id(self):x}-{next(self._labels)}"
             cmd = [sumo_binary("sumo"), *BASE_ARGS, *args, "--remote-port", str(port)]
             with open(errlog, "wb") as err:
+                # SIGKILL when this process dies: a trainer killed mid-episode (or a fork still
+                # holding the socket) must not leave SUMO waiting for its client forever
                 proc = subprocess.Popen(
-                    cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env(), cwd=workdir
-                )
+                    cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env(), cwd=workdir,
+                    preexec_fn=parent_death_hook(signal.SIGKILL),
+                )  # fmt: skip
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # traci prints its retries
                     conn = self._traci.connect(
@@ -231,15 +236,7 @@ class TraciBackend(SumoBackend):
         if grace > 0:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        else:
-            proc.wait()
+        stop_processes([proc], timeout)
 
     def close(self) -> None:
         conn, proc = self.conn, self._proc
