@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tj_data import GraphStore
+from tj_hybrid import read_phase1_summary
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +54,8 @@ def test_phase1_runs_end_to_end(
     assert 0.0 <= summary["data_wait_fraction"] < 1.0 and summary["windows_per_s"] > 0
     assert summary["peak_tree_pss"] > 200 * 2**20  # ranks + torch: a real process tree
     assert summary["peak_tree_pss"] < summary["budget_bytes"]
+    typed = read_phase1_summary(tmp_path / "runs" / "e2e")  # the results API reads the same
+    assert typed.eval.model_mae == ev["model_mae"] and typed.wall_s["train"] > 0
     # metrics: JSONL (rank 0 only) and TensorBoard
     rows = [json.loads(line) for line in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30, 35, 40]

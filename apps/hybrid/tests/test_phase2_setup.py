@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tj_hybrid.config import ConfigError, load_config
-from tj_hybrid.phase2.setup import DRIVER_PSS, RUNNER_PSS, env_runner_count
+from tj_hybrid.rl_setup import DRIVER_PSS, RUNNER_PSS, env_runner_count
 
 GIB = 2**30
 

@@ -110,3 +110,11 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     assert (run_dir / "memory.png").stat().st_size > 0
     result = json.loads((pdir / "result.json").read_text())
     assert result["metrics"]["wall_s"] > 0 and 0 <= result["metrics"]["data_wait_fraction"] <= 1
+    # the results API reads the same files back, typed
+    from tj_hybrid import read_evaluation, read_metrics, read_result
+
+    assert [r["step"] for r in read_metrics(run_dir, "3")] == [1, 2, 3]
+    assert read_result(run_dir, "3").metrics["iterations"] == 3
+    held_out = read_evaluation(run_dir, "3").held_out
+    assert held_out.means("cost") == {p: m["cost"]["mean"]
+                                      for p, m in evaluation["held_out"]["summary"].items()}  # fmt: skip

@@ -18,7 +18,7 @@ TINY = '''
 import json
 from pathlib import Path
 from tj_hybrid.config import ConfigError
-from tj_hybrid.phase import PhaseResult
+from tj_hybrid.phase_api import PhaseResult
 
 class Tiny:
     """A phase that records its calls, exports an "agent" folder, and fails once on request."""

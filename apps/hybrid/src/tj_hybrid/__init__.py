@@ -2,26 +2,59 @@
 
 Entry points: ``uv run apps/hybrid --phase all`` (or the ``tj-hybrid`` console script) and
 ``uv run apps/hybrid doctor``. Library use: ``load_config``, then ``tj_hybrid.runner.run`` with
-phases from ``tj_hybrid.phases.select_phases``. Importing this package is light: no torch, no
-phase; each phase's module is imported when it runs.
+phases from ``select_phases``; a finished run's results read back typed with ``read_result``,
+``read_evaluation``, ``read_metrics`` and ``read_phase1_summary`` (``tj_hybrid.results``); phase
+2's RL setup and PPO config with ``prepare_rl`` and ``build_ppo``. Importing this package is
+light: no torch, no Ray, no phase; each phase's module is imported when it runs.
 """
 
 from importlib import metadata as _metadata
 
-from tj_hybrid.config import HybridConfig, LoadedConfig, load_config
+from tj_hybrid.config import HybridConfig, LoadedConfig, auto_profile, load_config
+from tj_hybrid.phase_api import PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec, select_phases
+from tj_hybrid.results import (
+    Evaluation,
+    HeldOutSet,
+    Phase1Summary,
+    ResultsError,
+    Spread,
+    WorldModelErrors,
+    phase_dir,
+    read_evaluation,
+    read_metrics,
+    read_phase1_summary,
+    read_result,
+)
+from tj_hybrid.rl_setup import RLSetup, build_ppo, prepare_rl
 from tj_hybrid.run_dir import PhaseDir, RunDir
 
 __version__ = _metadata.version("tj-hybrid")
 
 __all__ = [
     "REGISTRY",
+    "Evaluation",
+    "HeldOutSet",
     "HybridConfig",
     "LoadedConfig",
+    "Phase1Summary",
     "PhaseDir",
+    "PhaseResult",
     "PhaseSpec",
+    "RLSetup",
+    "ResultsError",
     "RunDir",
+    "Spread",
+    "WorldModelErrors",
     "__version__",
+    "auto_profile",
+    "build_ppo",
     "load_config",
+    "phase_dir",
+    "prepare_rl",
+    "read_evaluation",
+    "read_metrics",
+    "read_phase1_summary",
+    "read_result",
     "select_phases",
 ]

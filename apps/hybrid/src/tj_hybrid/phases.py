@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tj_hybrid.config.layering import ConfigError
 
 if TYPE_CHECKING:
-    from tj_hybrid.phase import Phase
+    from tj_hybrid.phase_api import Phase
 
 __all__ = ["PLANNED", "REGISTRY", "PhaseSpec", "select_phases"]
 
@@ -31,7 +31,7 @@ class PhaseSpec:
     folder: str
     starts_from: str | None
     trains: int  # tj_models.PHASE_COMPONENTS key: what this phase optimises
-    module: str  # defines ``PHASE``, an object following ``tj_hybrid.phase.Phase``
+    module: str  # defines ``PHASE``, an object following ``tj_hybrid.phase_api.Phase``
 
     def load(self) -> Phase:
         return importlib.import_module(self.module).PHASE

@@ -9,12 +9,13 @@ constraint and the learning curves (the phases' PNGs), and one memory curve acro
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from tj_hybrid.phase import PhaseResult
+from tj_hybrid.phase_api import PhaseResult
+from tj_hybrid.phases import REGISTRY
+from tj_hybrid.results import HeldOutSet, phase_dir, read_evaluation
 from tj_hybrid.run_dir import RunDir
 from tj_monitor import atomic_write_text
 
@@ -30,19 +31,20 @@ _ORDER = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "phase2", "ph
 
 def _results(run_dir: RunDir) -> dict[str, PhaseResult]:
     out = {}
-    for folder in ("phase1", "phase2", "phase3"):
-        result = PhaseResult.load(run_dir.phase(folder).result)
+    for spec in REGISTRY:
+        result = PhaseResult.load(run_dir.phase(spec.folder).result)
         if result is not None:
-            out[folder] = result
+            out[spec.folder] = result
     return out
 
 
-def _table(summary: dict[str, Any]) -> list[str]:
+def _table(held_out: HeldOutSet) -> list[str]:
+    summary = held_out.summary
     policies = [p for p in _ORDER if p in summary] + [p for p in summary if p not in _ORDER]
     cols = [(k, t) for k, t in _COLUMNS if k in next(iter(summary.values()))]
     lines = ["| policy | " + " | ".join(t for _, t in cols) + " |", "|---|" + "---:|" * len(cols)]
     for p in policies:
-        cells = [f"{summary[p][k]['mean']:.2f} ± {summary[p][k]['std']:.2f}" for k, _ in cols]
+        cells = [f"{summary[p][k].mean:.2f} ± {summary[p][k].std:.2f}" for k, _ in cols]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return lines
 
@@ -85,13 +87,12 @@ def write_run_report(run_dir: RunDir) -> Path:
             f"| {name} | {r.headline} | {f'{wall / 60:.1f}' if wall else '-'} | "
             f"{_wait(name, r)} | {_mib(m.get('peak_tree_pss'))} | "
             f"{_mib(m.get('tree_uss_before'))} -> {_mib(m.get('tree_uss_after'))} |")  # fmt: skip
-    eval_path = run_dir.phase("phase3").eval
-    if eval_path.is_file():
-        evaluation = json.loads(eval_path.read_text())
-        for label, title in (("held_out", "Held-out traffic (route seeds never trained on)"),
-                             ("held_out_heavy", "Held-out traffic, ~30% heavier")):  # fmt: skip
-            if label in evaluation:
-                lines += ["", f"## {title}", "", *_table(evaluation[label]["summary"])]
+    if phase_dir(run_dir, "3").eval.is_file():
+        evaluation = read_evaluation(run_dir, "3")
+        for title, held_out in (("Held-out traffic (route seeds never trained on)",
+                                 evaluation.held_out),
+                                ("Held-out traffic, ~30% heavier", evaluation.held_out_heavy)):  # fmt: skip
+            lines += ["", f"## {title}", "", *_table(held_out)]
     pictures = [("phase3/constraint.png", "episode cost against the limit, and lambda"),
                 ("phase3/heldout.png", "held-out delay"), ("phase3/heldout_cost.png",
                  "held-out episode cost"), ("phase2/learning.png", "phase 2 learning curves"),

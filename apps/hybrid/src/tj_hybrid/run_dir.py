@@ -8,10 +8,12 @@ runs/<run>/
     logs/                metrics.jsonl + TensorBoard event files (tj_monitor.MetricsLogger)
     memory.csv           the process-tree memory curve (tj_monitor.MemoryMonitor)
     agent/               the trained TrafficAgent (config.json + model.safetensors)
-    eval.json            held-out evaluation numbers
+    eval.json            held-out evaluation numbers (phase 1: its summary.json adds wall times
+                         and memory)
     report.md, *.png     the human-readable report and its plots
     result.json          written last: the phase finished (a resumed run skips it)
 ```
+Reading them back, typed: ``tj_hybrid.results``.
 """
 
 from __future__ import annotations
@@ -54,12 +56,21 @@ class PhaseDir:
         return self.root / "eval.json"
 
     @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
     def report(self) -> Path:
         return self.root / "report.md"
 
     @property
     def result(self) -> Path:
         return self.root / "result.json"
+
+    @property
+    def finished(self) -> bool:
+        """The phase finished: its result, written last, is there."""
+        return self.result.is_file()
 
     def create(self) -> PhaseDir:
         for p in (self.root, self.checkpoints, self.logs):

@@ -21,7 +21,7 @@ import yaml
 from tj_data import StoreError
 from tj_hybrid.config import ConfigError, LoadedConfig, to_plain
 from tj_hybrid.interrupt import RunInterrupted, stop_on_signals
-from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec
 from tj_hybrid.preflight import preflight
 from tj_hybrid.report import write_run_report

@@ -10,7 +10,7 @@ pools and counts, signal state) feeds a graph-level LSTM; each vehicle of the la
 followed back through the window by ``vehicle_id`` and its embeddings feed a per-vehicle track
 LSTM. The decoders predict, for every vehicle of the last input step, the normalised state change,
 the next-step risk logit and the presence logit, and per (graph, movement) the vehicle count and
-queue. For horizon ``k > 1`` the prediction is fed back (``tj_models.rollout``) and both LSTMs
+queue. For horizon ``k > 1`` the prediction is fed back (``tj_models.feedback``) and both LSTMs
 advance one step per horizon. LSTM math always runs in fp32, also inside autocast regions.
 """
 
@@ -30,7 +30,7 @@ from tj_models.geometry import match_nodes, velocity
 from tj_models.gnn import RiskGNN
 from tj_models.graph import GraphInput, InvalidGraphError, check_finite
 from tj_models.pooling import graph_pool, movement_aggregates, movement_pool
-from tj_models.rollout import apply_delta, next_graph
+from tj_models.feedback import apply_delta, next_graph
 
 __all__ = ["StepPrediction", "WorldModel", "WorldModelOutput", "fp32_lstm"]
 

@@ -13,12 +13,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from tj_bench.suite import Unavailable
 
-__all__ = ["ARGS_FILE", "AppArgs", "device", "hybrid_app", "profile_param", "read_json",
-           "read_jsonl", "run_app", "split_sets"]  # fmt: skip
+__all__ = ["ARGS_FILE", "AppArgs", "device", "hybrid_app", "profile_param", "run_app",
+           "split_sets"]  # fmt: skip
 
 ARGS_FILE = "bench-args.json"
 
@@ -95,15 +94,6 @@ def run_app(args: Sequence[str], log: Path, *, command: Sequence[str] | None = N
     return wall
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
-
-
-def read_jsonl(path: Path) -> list[Any]:
-    """One JSON value per non-empty line (a metrics log)."""
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-
-
 def device() -> str:
     """Where the trainer's models run: the CUDA devices, or ``cpu``."""
     import torch
@@ -118,7 +108,7 @@ def profile_param(profile: str | None) -> str:
     """The profile a run uses: the given one, or the one the trainer picks here (and why)."""
     if profile:
         return profile
-    from tj_hybrid.config import auto_profile
+    from tj_hybrid import auto_profile
 
     name, why = auto_profile()
     return f"{name} (chosen by the trainer: {why})"

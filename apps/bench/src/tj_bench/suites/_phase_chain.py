@@ -15,6 +15,7 @@ from typing import Any
 
 from tj_bench.suites._phase_app import ARGS_FILE, AppArgs, run_app
 from tj_bench.suites._phase_scenario import QUICK_PHASE2, QUICK_PHASE3, base_args, scenario_key
+from tj_hybrid import phase_dir
 
 __all__ = [
     "VARIANTS",
@@ -71,7 +72,7 @@ def phase1_base(shared: dict[str, Any], root: Path, scenario: str, *, quick: boo
     finished one (kept from an earlier run with the same root), else the phase1 suite's run of
     this benchmark run when it used the same scenario, else a new phase-1 run in ``root/base``."""
     base = root / "base"
-    if (base / "phase1" / "result.json").is_file():
+    if phase_dir(base, "1").finished:
         return base, AppArgs.load(base) or base_args(scenario, root, quick=quick, sets=sets)
     done = shared.get("phase1_run")
     made = AppArgs.load(done) if done is not None else None

@@ -1,6 +1,6 @@
-"""A finished run's quality and cost figures, read from the files the trainer writes
-(``summary.json`` of phase 1; ``result.json``, ``eval.json`` and ``logs/metrics.jsonl`` of phases
-2 and 3). Pure functions of the parsed files: each returns ``Reading`` s for ``ctx.record``.
+"""A finished run's quality and cost figures: the bench's readings of what tj-hybrid's results
+API reads back (phase 1's summary; the result, held-out evaluation and metrics log of phases 2 and
+3), in their plain (JSON) form. Pure functions: each returns ``Reading`` s for ``ctx.record``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Phase 1 end to end, timed: ``apps/hybrid --phase 1`` records its dataset with SUMO, trains the
 world model on DDP ranks, evaluates it on held-out episodes against constant-velocity
-extrapolation and writes its report; the figures come from the run's ``phase1/summary.json``.
+extrapolation and writes its report; the figures come from the run's phase-1 summary.
 
 Every repetition is a new run with a new recording (nothing reused). With ``fresh_clone`` each
 repetition clones the committed files and runs ``uv run apps/hybrid`` there, so the wall time
@@ -13,19 +13,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import asdict
 from typing import Any
 
 from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import (
-    device,
-    hybrid_app,
-    profile_param,
-    read_json,
-    split_sets,
-)
+from tj_bench.suites._phase_app import device, hybrid_app, profile_param, split_sets
 from tj_bench.suites._phase_chain import run_phase1
 from tj_bench.suites._phase_read import phase1_readings
 from tj_bench.suites._phase_scenario import QUICK_PROFILE, base_args, scenario_key
+from tj_hybrid import read_phase1_summary
 
 __all__ = ["SUITE"]
 
@@ -65,7 +61,7 @@ def run(ctx: SuiteContext) -> None:
         run_dir, wall = run_phase1(args, folder, "run", **app)
         if fresh:
             shutil.rmtree(app["cwd"], ignore_errors=True)
-        for r in phase1_readings(read_json(run_dir / "phase1" / "summary.json"), wall):
+        for r in phase1_readings(asdict(read_phase1_summary(run_dir)), wall):
             ctx.record(r.name, r.value, unit=r.unit, better=r.better)
         ctx.shared["phase1_run"] = run_dir
 

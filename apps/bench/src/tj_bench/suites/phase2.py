@@ -15,10 +15,11 @@ the trainings, with the phase-1 agent, in a child process: ``ctx.runs`` rounds o
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import AppArgs, device, profile_param, read_json, split_sets
+from tj_bench.suites._phase_app import AppArgs, device, profile_param, split_sets
 from tj_bench.suites._phase_chain import (
     VARIANTS,
     parse_seeds,
@@ -29,6 +30,7 @@ from tj_bench.suites._phase_chain import (
 )
 from tj_bench.suites._phase_read import phase2_readings
 from tj_bench.suites._phase_sampling import sampling_rounds
+from tj_hybrid import phase_dir, read_evaluation, read_result
 
 __all__ = ["SUITE"]
 
@@ -39,7 +41,7 @@ def _sampling(ctx: SuiteContext, base: Path, args: AppArgs) -> None:
     if decisions <= 0:
         ctx.unavailable("sampling", "turned off (sampling_decisions=0)")
         return
-    agent = base / "phase1" / "agent"
+    agent = phase_dir(base, "1").agent
     rows = sampling_rounds(args.profile, args.sets, agent if agent.is_dir() else None,
                            ctx.workdir / "sampling", decisions, ctx.runs)  # fmt: skip
     units = {"bare_env": "ms", "forward": "ms", "rllib": "ms", "rllib_share": "%"}
@@ -79,9 +81,8 @@ def run(ctx: SuiteContext) -> None:
     graph_runs = []
     with ThreadPoolExecutor(max(1, parallel)) as pool:
         for variant, run_dir, wall in ctx.progress(pool.map(one, jobs), "phase-2 runs", len(jobs)):
-            pdir = run_dir / "phase2"
-            readings = phase2_readings(read_json(pdir / "result.json"),
-                                       read_json(pdir / "eval.json"), wall,
+            readings = phase2_readings(asdict(read_result(run_dir, "2")),
+                                       asdict(read_evaluation(run_dir, "2")), wall,
                                        baselines=variant == variants[0])  # fmt: skip
             for r in readings:
                 name = r.name if r.name.startswith("baseline/") else f"{variant}/{r.name}"

@@ -12,19 +12,14 @@ epochs read the cache: same work otherwise), time, peak tree PSS and the tree US
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import (
-    AppArgs,
-    device,
-    profile_param,
-    read_json,
-    read_jsonl,
-    split_sets,
-)
+from tj_bench.suites._phase_app import AppArgs, device, profile_param, split_sets
 from tj_bench.suites._phase_chain import parse_seeds, phase1_base, run_phase2, run_phase3
 from tj_bench.suites._phase_read import phase3_readings
+from tj_hybrid import phase_dir, read_evaluation, read_metrics, read_result
 
 __all__ = ["SUITE"]
 
@@ -45,7 +40,7 @@ def _phase2_runs(ctx: SuiteContext, root: Path) -> list[Path]:
         ctx.note(
             f"No phase-2 runs were given: this suite trained phase 2 (graph) for seeds {seeds}."
         )
-    missing = [str(r) for r in runs if not (r / "phase2" / "result.json").is_file()]
+    missing = [str(r) for r in runs if not phase_dir(r, "2").finished]
     if missing:
         raise ValueError(f"runs: no finished phase 2 in {', '.join(missing)}")
     return runs
@@ -63,10 +58,9 @@ def run(ctx: SuiteContext) -> None:
         seed = made.seed if made.seed is not None else index
         made_all.append((src.name, seed, made))
         run_dir, wall = run_phase3(src, made, root, seed, quick=ctx.quick, sets=sets)
-        pdir = run_dir / "phase3"
-        rows = read_jsonl(pdir / "logs" / "metrics.jsonl")
-        for r in phase3_readings(read_json(pdir / "result.json"), read_json(pdir / "eval.json"),
-                                 rows, wall):  # fmt: skip
+        for r in phase3_readings(asdict(read_result(run_dir, "3")),
+                                 asdict(read_evaluation(run_dir, "3")), read_metrics(run_dir, "3"),
+                                 wall):  # fmt: skip
             ctx.record(r.name, r.value, unit=r.unit, better=r.better)
     first = made_all[0][2]
     ctx.param("runs", ", ".join(f"{name} (seed {seed})" for name, seed, _ in made_all))

@@ -36,8 +36,7 @@ from tj_data import (
 )
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.phase1.data import DatasetInfo
-from tj_hybrid.phase1.shrinkers import CacheShrinker
-from tj_hybrid.training import World
+from tj_hybrid.training import CacheShrinker, World
 from tj_monitor import memory_limit
 
 __all__ = [

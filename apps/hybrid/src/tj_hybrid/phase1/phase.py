@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tj_hybrid.config import ConfigError, HybridConfig
-from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_scenario, check_writable_dir
 
 __all__ = ["PHASE", "Phase1"]

@@ -127,7 +127,7 @@ def run_phase1(
             wall_s=wall,
         ),
     )
-    atomic_write_json(pdir.root / "summary.json", {**summary, "wall_s": wall,
+    atomic_write_json(pdir.summary, {**summary, "wall_s": wall,
                       "peak_tree_pss": peak.get("tree_pss"), "budget_bytes": budget})  # fmt: skip
     return Phase1Result(
         eval=summary["eval"],

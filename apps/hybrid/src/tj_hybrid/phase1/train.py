@@ -19,20 +19,11 @@ import torch
 import torch.distributed as dist
 
 import tj_dist
-from tj_hybrid.config.schema import HybridConfig
-from tj_hybrid.log_setup import setup_logging
 from tj_hybrid.phase1.evaluate import evaluate_world_model
 from tj_hybrid.phase1.loader import LoaderSpec, TrainLoader, make_eval_loader, make_train_loader
 from tj_hybrid.progress import StepProgress
-from tj_hybrid.run_dir import PhaseDir
-from tj_hybrid.training import (
-    Cadence,
-    RankStates,
-    World,
-    mean_over_ranks,
-    seed_everything,
-    warmup_cosine,
-)
+from tj_hybrid.training import Cadence, RankStates, mean_over_ranks, warmup_cosine
+from tj_hybrid.training.rank_job import RankJob, start_rank
 from tj_models import HorizonSchedule, TrafficAgent, TrafficAgentConfig, world_model_loss
 from tj_monitor import LoggerConfig, MetricsLogger, StepTimer, atomic_write_json
 
@@ -42,19 +33,14 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Phase1Job:
-    """Everything a rank needs; picklable (spawned ranks receive it as an argument)."""
+class Phase1Job(RankJob):
+    """Everything a phase-1 rank needs besides the shared fields: the loader plan, the agent's
+    config and input statistics, the decision interval."""
 
-    cfg: HybridConfig
-    phase_dir: PhaseDir
     loader: LoaderSpec
     agent_config: dict[str, Any]
     feature_stats: dict[str, list[float]]
     decision_interval: float
-    resume: bool
-    threads: int
-    world: World
-    log_level: int = logging.INFO
 
 
 class LoopPosition:
@@ -95,11 +81,8 @@ class LoopPosition:
 def train_rank(job: Phase1Job) -> dict[str, Any] | None:
     """Train the world model on this rank; rank 0 returns the run summary, the others None."""
     cfg, p1, pdir = job.cfg, job.cfg.phase1, job.phase_dir
-    setup_logging(job.log_level)  # a spawned rank logs like the parent
-    info = tj_dist.init_distributed(job.world.backend)
+    info = start_rank(job)
     rank, world, device = info.rank, info.world_size, info.device
-    torch.set_num_threads(job.threads)
-    seed_everything(cfg.run.seed)  # identical initial weights on every rank
 
     agent = TrafficAgent.from_config(TrafficAgentConfig.from_dict(job.agent_config))
     stats = {k: torch.tensor(v) for k, v in job.feature_stats.items()}

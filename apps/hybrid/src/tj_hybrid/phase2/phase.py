@@ -8,7 +8,7 @@ import logging
 import time
 
 from tj_hybrid.config import HybridConfig
-from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
 __all__ = ["PHASE", "Phase2", "run_phase2"]
@@ -62,17 +62,18 @@ class Phase2:
 def run_phase2(context: PhaseContext) -> PhaseResult:
     """Train (PPO in a Ray session of its own), export, evaluate on held-out traffic, report."""
     from tj_dist.ray_session import RaySession, RaySessionConfig
+    from tj_hybrid.evaluation import means
     from tj_hybrid.phase2.evaluate import evaluate_policy, write_report
-    from tj_hybrid.phase2.setup import prepare
     from tj_hybrid.phase2.train import export_policy, train_ppo
+    from tj_hybrid.rl_setup import prepare_rl
     from tj_monitor import memory_limit
 
     cfg, pdir = context.config, context.phase_dir.create()
     base = context.previous_agent if cfg.phase2.gnn != "random" else None
     t0 = time.perf_counter()
     local = cfg.phase2.ray_address is None
-    setup = prepare(cfg, agent_dir=context.previous_agent, data_dir=cfg.phase1.data.path.parent,
-                    temp_dir=pdir.root / "episodes" if local else None)  # fmt: skip
+    setup = prepare_rl(cfg, agent_dir=context.previous_agent, data_dir=cfg.phase1.data.path.parent,
+                       temp_dir=pdir.root / "episodes" if local else None)  # fmt: skip
     ray_cfg = RaySessionConfig(
         address=cfg.phase2.ray_address,
         num_cpus=(setup.env_runners + 1) if local else None,
@@ -103,8 +104,7 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
             f"{res.pss_after / 2**20:.0f}" if res else "n/a"),
     }  # fmt: skip
     report = write_report(pdir, evaluation, facts)
-    summary = evaluation["held_out"]["summary"]
-    delay = {p: s["avg_delay"]["mean"] for p, s in summary.items()}
+    delay = means(evaluation["held_out"]["summary"], "avg_delay")
     others = ", ".join(f"{p} {d:.1f} s" for p, d in delay.items() if p != "phase2")
     return PhaseResult(
         name=context.spec.name, agent=pdir.agent, report=report,

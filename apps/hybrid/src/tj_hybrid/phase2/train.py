@@ -1,6 +1,7 @@
-"""Phase 2's training loop: PPO (RLlib new API stack) on the shared graph module, in a Ray session
-the phase owns; checkpoints every N iterations, ``--resume`` from the newest, the learner's module
-exported as a tj-models agent at the end (loadable without Ray)."""
+"""Phase 2's training loop: PPO (RLlib new API stack, configured by ``tj_hybrid.rl_setup``) on the
+shared graph module, in a Ray session the phase owns; checkpoints every N iterations,
+``--resume`` from the newest, the learner's module exported as a tj-models agent at the end
+(loadable without Ray)."""
 
 from __future__ import annotations
 
@@ -13,76 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from tj_hybrid.config import HybridConfig
-from tj_hybrid.phase2.setup import Phase2Setup
 from tj_hybrid.progress import StepProgress
+from tj_hybrid.rl_setup import RLSetup, build_ppo
 from tj_hybrid.run_dir import PhaseDir
 from tj_monitor import LoggerConfig, MetricsLogger, publish_dir
 
-__all__ = ["build_ppo", "export_policy", "fresh_agent_config", "latest_checkpoint", "train_ppo"]
+__all__ = ["export_policy", "fresh_agent_config", "latest_checkpoint", "train_ppo"]
 
 log = logging.getLogger(__name__)
 _PREFIX = "iter-"
-
-
-def build_ppo(cfg: HybridConfig, setup: Phase2Setup, agent_dir: Path | None) -> Any:
-    """RLlib's PPOConfig from the ``phase2`` section (imports Ray)."""
-    from ray.rllib.algorithms.ppo import PPOConfig
-
-    from tj_rl.rllib import (
-        GraphModuleConfig,
-        TrafficSignalEnv,
-        shared_module_spec,
-        shared_policy_mapping,
-    )
-    from tj_rl.rllib.module import SHARED_POLICY
-
-    p2, ppo = cfg.phase2, cfg.phase2.ppo
-    fresh = p2.gnn == "random" or agent_dir is None
-    module = GraphModuleConfig(
-        preset=cfg.model.preset,
-        gnn="finetune" if p2.gnn == "finetune" else "frozen",
-        agent_dir=None if fresh else str(agent_dir),
-    )
-    import torch
-
-    if p2.policy == "lane-mlp":
-        from tj_rl.rllib import lane_mlp_spec
-
-        spec = lane_mlp_spec()
-    else:
-        spec = shared_module_spec(module)
-    from tj_rl.rllib import TrafficCallbacks
-
-    config = PPOConfig().environment(TrafficSignalEnv, env_config=setup.env_config())
-    config = config.callbacks(TrafficCallbacks)  # costs, shield vetoes, SUMO deaths per episode
-    config = config.env_runners(
-        num_env_runners=setup.env_runners,
-        num_envs_per_env_runner=1,
-        num_cpus_per_env_runner=1 if setup.env_runners else 0,
-        sample_timeout_s=600,
-    )
-    config = config.learners(
-        num_learners=0, num_gpus_per_learner=1 if torch.cuda.is_available() else 0
-    )
-    config = config.multi_agent(policies={SHARED_POLICY}, policy_mapping_fn=shared_policy_mapping)
-    config = config.rl_module(rl_module_spec=spec)
-    config = config.training(
-        lr=ppo.lr,
-        gamma=ppo.gamma,
-        lambda_=ppo.gae_lambda,
-        clip_param=ppo.clip,
-        vf_clip_param=ppo.vf_clip,
-        vf_loss_coeff=ppo.vf_coeff,
-        entropy_coeff=ppo.entropy,
-        num_epochs=ppo.epochs,
-        minibatch_size=ppo.minibatch,
-        train_batch_size_per_learner=ppo.train_batch,
-        grad_clip=ppo.grad_clip,
-    )
-    config = config.fault_tolerance(
-        restart_failed_env_runners=True, delay_between_env_runner_restarts_s=1.0
-    )
-    return config.debugging(seed=cfg.run.seed)
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
@@ -128,7 +68,7 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if isinstance(v, numbers.Real)}
 
 
-def train_ppo(cfg: HybridConfig, setup: Phase2Setup, pdir: PhaseDir, *, agent_dir: Path | None,
+def train_ppo(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: Path | None,
               resume: bool) -> tuple[Path, list[dict[str, float]]]:  # fmt: skip
     """Train; returns (the final checkpoint, per-iteration metrics). Ray must be running."""
     from tj_rl.rllib.module import SHARED_POLICY

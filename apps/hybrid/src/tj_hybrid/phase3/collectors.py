@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from tj_data import LiveQueue, QueueClosed
-from tj_monitor import stop_tree
+from tj_monitor import describe_exit, stop_tree
 
 __all__ = ["CollectorPool", "CollectorSpec", "CollectorsStalled", "SampleStream"]
 
@@ -58,7 +58,7 @@ class CollectorSpec:
 def collector_main(spec: CollectorSpec, index: int, incarnation: int, conn: Connection,
                    parent: int) -> None:  # fmt: skip
     """A collector process: fragments into ``conn`` until the pipe closes or it is stopped."""
-    from tj_dist import die_with_parent
+    from tj_monitor import die_with_parent
 
     die_with_parent(parent)
     # SIGTERM (the pool's close, or the rank dying) ends the loop through ``finally``: the env
@@ -192,9 +192,7 @@ class CollectorPool:
         slot.proc.join(timeout=2.0)  # its pipe closes while it exits: let it report its own code
         stop_tree([slot.proc], grace_s=3.0)
         code = slot.proc.exitcode
-        what = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-                else f"exit code {code}")  # fmt: skip
-        death = f"collector {slot.index} (pid {slot.proc.pid}, {what}; {why})"
+        death = f"collector {slot.index} (pid {slot.proc.pid} {describe_exit(code)}; {why})"
         self.stats.deaths.append(death)
         if self._stop.is_set():
             return False
@@ -202,8 +200,8 @@ class CollectorPool:
         if early >= self.max_early_deaths:
             raise RuntimeError(f"collector {slot.index} died {early} times in a row before its "
                                f"first fragment; last: {death}")  # fmt: skip
-        log.warning("%s: collector %d (pid %s) died (%s; %s); starting a new one", self.name,
-                    slot.index, slot.proc.pid, what, why)  # fmt: skip
+        log.warning("%s: collector %d (pid %s) %s (%s); starting a new one", self.name,
+                    slot.index, slot.proc.pid, describe_exit(code), why)  # fmt: skip
         new = self._spawn(slot.index, slot.incarnation + 1)
         new.early_deaths = early
         self._slots[i] = new

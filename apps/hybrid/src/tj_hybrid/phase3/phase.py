@@ -8,7 +8,7 @@ import logging
 import time
 
 from tj_hybrid.config import ConfigError, HybridConfig
-from tj_hybrid.phase import PhaseContext, PhaseResult
+from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
 __all__ = ["PHASE", "Phase3", "run_phase3"]
@@ -28,6 +28,7 @@ class Phase3:
         check_writable_dir(config.phase1.data.path.parent, "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
+        from tj_hybrid.evaluation import means
         from tj_hybrid.isolate import run_isolated
         from tj_hybrid.phase3.report import write_phase3_report
         from tj_monitor import MemoryMonitor, memory_limit, tree_memory
@@ -68,8 +69,7 @@ class Phase3:
         }  # fmt: skip
         report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"])
         summ = evaluation["held_out"]["summary"]
-        delay = {p: s["avg_delay"]["mean"] for p, s in summ.items()}
-        cost = {p: s["cost"]["mean"] for p, s in summ.items()}
+        delay, cost = means(summ, "avg_delay"), means(summ, "cost")
         result = PhaseResult(
             name=context.spec.name, agent=pdir.agent, report=report,
             headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
@@ -88,10 +88,11 @@ def run_phase3(context: PhaseContext, budget: int) -> dict:
     """The isolated child: plan, the DDP ranks (each with its collectors), then the held-out
     evaluation of the phase-3 and phase-2 policies against the baselines (no Ray)."""
     import tj_dist
+    from tj_hybrid.evaluation import evaluate_policies
     from tj_hybrid.handoff import load_handoff
-    from tj_hybrid.phase3.evaluate import evaluate_phase3
     from tj_hybrid.phase3.plan import plan_phase3
     from tj_hybrid.phase3.train import Phase3Job, train_rank
+    from tj_rl.control import AgentPolicy
 
     cfg, pdir = context.config, context.phase_dir
     assert context.previous_agent is not None
@@ -112,11 +113,10 @@ def run_phase3(context: PhaseContext, budget: int) -> dict:
                                        backend=plan.world.backend)[0]  # fmt: skip
     assert summary is not None
     train_wall = time.perf_counter() - t0
-    shielded = ({"phase3": cfg.phase3.shield_threshold}
-                if cfg.phase3.shield_threshold is not None else None)  # fmt: skip
-    evaluation = evaluate_phase3(cfg, plan.setup, {"phase3": pdir.agent,
-                                                   "phase2": context.previous_agent},
-                                 shielded=shielded)  # fmt: skip
+    # the phase-3 policy acts behind its learned shield when ``shield_threshold`` is set
+    policies = {"phase3": AgentPolicy(pdir.agent, shield_threshold=cfg.phase3.shield_threshold),
+                "phase2": AgentPolicy(context.previous_agent)}  # fmt: skip
+    evaluation = evaluate_policies(cfg, plan.setup, policies, cost_weights=cfg.phase3.cost_weights)
     return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
             "queue_bytes": plan.queue_bytes, "train_wall_s": train_wall,
             "collectors": plan.collectors_per_rank * plan.world.nprocs}  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tj_hybrid.config import HybridConfig, parse_bytes
+from tj_hybrid.rl_setup import RLSetup, prepare_rl
 from tj_hybrid.training import World, resolve_world
 
 __all__ = ["COLLECTOR_PSS", "RANK_PSS", "Phase3Plan", "byte_bound", "collector_count", "plan_phase3"]
@@ -36,7 +37,7 @@ class Phase3Plan:
     space: dict[str, Any]
     budget: int
     reason: str
-    setup: Any  # phase 2's ``Phase2Setup``: the scenario, demand pool and held-out traffic
+    setup: RLSetup  # phase 2's scenario, demand pool and held-out traffic
 
 
 def collector_count(requested: int | None, *, nprocs: int, cpus: int, budget: int) -> int:
@@ -65,7 +66,6 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     """The plan for this machine (``gpus``/``cpus`` injectable for tests)."""
     import torch
 
-    from tj_hybrid.phase2.setup import prepare
     from tj_rl.env import TrafficSignalCore
 
     p3 = cfg.phase3
@@ -81,10 +81,10 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
                           f"multiple of {world.nprocs} rank(s)")  # fmt: skip
     total = collector_count(p3.collect.collectors, nprocs=world.nprocs, cpus=cpus, budget=budget)
     per_rank = max(1, total // world.nprocs)
-    setup = prepare(cfg, agent_dir=agent_dir, data_dir=cfg.phase1.data.path.parent,
-                    temp_dir=temp_dir)  # fmt: skip
-    env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))
-    fields = {f.name: getattr(env, f.name) for f in dataclasses.fields(env)}
+    setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=cfg.phase1.data.path.parent,
+                       temp_dir=temp_dir)  # fmt: skip
+    env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))  # phase 3's costs
+    collect = dataclasses.replace(setup, env=env)  # the env every collector builds
     core = TrafficSignalCore(env, scenario=setup.scenario)
     try:
         space = core.observation_spaces[core.possible_agents[0]]
@@ -98,5 +98,5 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
               f"{threads} torch thread(s) per rank")  # fmt: skip
     log.info("phase 3 plan: %s", reason)
     return Phase3Plan(world=world, collectors_per_rank=per_rank, queue_bytes=queue_bytes,
-                      threads=threads, env_config={**fields, "scenario": setup.scenario},
+                      threads=threads, env_config=collect.env_config(),
                       space=shapes, budget=budget, reason=reason, setup=setup)  # fmt: skip

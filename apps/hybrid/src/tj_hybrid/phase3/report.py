@@ -4,13 +4,20 @@ where each of them sits between delay and safety cost (``tradeoff.png``)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tj_hybrid.phase2.plots import plot_heldout, plot_learning
+from tj_hybrid.evaluation import (
+    means,
+    plot_heldout,
+    plot_learning,
+    save_evaluation,
+    series,
+    write_phase_report,
+)
+from tj_hybrid.results import read_metrics_log
 from tj_hybrid.run_dir import PhaseDir
-from tj_monitor import atomic_write_json, atomic_write_text
 
 __all__ = [
     "HIGHLIGHT",
@@ -24,36 +31,23 @@ __all__ = [
 HIGHLIGHT = {"phase3": "tab:blue", "phase2": "tab:green"}
 
 
-def _rows(metrics_jsonl: Path) -> list[dict[str, Any]]:
-    if not metrics_jsonl.is_file():
-        return []
-    return [json.loads(x) for x in metrics_jsonl.read_text().splitlines() if x.strip()]
-
-
-def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    pts = [(r["step"], r[key]) for r in rows
-           if isinstance(r.get(key), (int, float)) and r[key] == r[key]]  # fmt: skip
-    return [p[0] for p in pts], [p[1] for p in pts]
-
-
-def plot_constraint(metrics_jsonl: Path, out: Path) -> Path | None:
+def plot_constraint(rows: Sequence[Mapping[str, Any]], out: Path) -> Path | None:
     """``constraint.png``: mean episode cost per iteration against the limit, lambda beside it."""
     from matplotlib.figure import Figure
 
-    rows = _rows(metrics_jsonl)
-    x, cost = _series(rows, "episode_cost_mean")
+    x, cost = series(rows, "episode_cost_mean")
     if not x:
         return None
     fig = Figure(figsize=(8, 3.6))
     ax = fig.subplots()
     ax.plot(x, cost, marker="o", label="mean episode cost (training)")
-    lx, limit = _series(rows, "cost_limit")
+    lx, limit = series(rows, "cost_limit")
     ax.plot(lx, limit, linestyle="--", color="tab:red", label="cost limit")
     ax.set_xlabel("phase-3 iteration")
     ax.set_ylabel("episode cost")
     ax.grid(alpha=0.3)
     twin = ax.twinx()
-    kx, lam = _series(rows, "lambda")
+    kx, lam = series(rows, "lambda")
     twin.plot(kx, lam, color="tab:purple", label="lambda")
     twin.set_ylabel("lambda")
     lines = ax.get_legend_handles_labels()
@@ -103,49 +97,31 @@ PHASE3_PANELS = (("episode_return_mean", "episode return (training traffic)"),
                  ("time/data_wait_fraction", "data-wait fraction"))  # fmt: skip
 
 
-def plot_phase3_learning(metrics_jsonl: Path, out: Path) -> Path | None:
+def plot_phase3_learning(rows: Sequence[Mapping[str, Any]], out: Path) -> Path | None:
     """``learning.png``: return, entropy, KL and the data-wait fraction per iteration."""
-    return plot_learning(metrics_jsonl, out, PHASE3_PANELS, xlabel="phase-3 iteration")
+    return plot_learning(rows, out, PHASE3_PANELS, xlabel="phase-3 iteration")
 
 
 def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any],
                         cost_limit: float | None = None) -> Path:  # fmt: skip
     """``phase3/report.md`` + PNGs; the evaluation is saved to ``eval.json``."""
-    atomic_write_json(pdir.eval, {k: {"summary": v["summary"], "rows": v["rows"]}
-                                  for k, v in evaluation.items()})  # fmt: skip
-    pngs = [p for p in (plot_constraint(pdir.metrics, pdir.root / "constraint.png"),
-                        plot_phase3_learning(pdir.metrics, pdir.root / "learning.png"),
-                        plot_heldout({k: {"summary": v["summary"]} for k, v in evaluation.items()},
-                                     pdir.root / "heldout.png", highlight=HIGHLIGHT),
-                        plot_heldout({k: {"summary": v["summary"]} for k, v in evaluation.items()},
-                                     pdir.root / "heldout_cost.png", metric="cost",
+    save_evaluation(pdir.eval, evaluation)
+    rows = read_metrics_log(pdir.metrics)
+    pngs = [p for p in (plot_constraint(rows, pdir.root / "constraint.png"),
+                        plot_phase3_learning(rows, pdir.root / "learning.png"),
+                        plot_heldout(evaluation, pdir.root / "heldout.png", highlight=HIGHLIGHT),
+                        plot_heldout(evaluation, pdir.root / "heldout_cost.png", metric="cost",
                                      highlight=HIGHLIGHT),
                         plot_tradeoff(evaluation, pdir.root / "tradeoff.png", cost_limit))
             if p]  # fmt: skip
     summary = evaluation["held_out"]["summary"]
-    delay = {p: s["avg_delay"]["mean"] for p, s in summary.items()}
-    cost = {p: s["cost"]["mean"] for p, s in summary.items()}
-    lines = [
-        "# Phase 3: PPO-Lagrangian under a safety-cost limit (DDP on streamed rollouts)",
-        "",
-        *(f"- {k}: {v}" for k, v in facts.items()),
-        "",
-        "## Held-out traffic (route seeds never trained on; SUMO seeds never used)",
-        "",
-        f"Phase-3 policy: avg delay {delay.get('phase3', float('nan')):.2f} s, episode cost "
-        f"{cost.get('phase3', float('nan')):.1f}; phase-2 policy: "
-        f"{delay.get('phase2', float('nan')):.2f} s, {cost.get('phase2', float('nan')):.1f}.",
-        "",
-        evaluation["held_out"]["markdown"],
-        "",
-        "## Held-out traffic, ~30% heavier",
-        "",
-        evaluation["held_out_heavy"]["markdown"],
-        "",
-        "## Pictures",
-        "",
-        *[f"![{p.name}]({p.name})" for p in pngs],
-        "",
-    ]
-    atomic_write_text(pdir.report, "\n".join(lines))
-    return pdir.report
+    delay, cost = means(summary, "avg_delay"), means(summary, "cost")
+    nan = float("nan")
+    lead = [f"Phase-3 policy: avg delay {delay.get('phase3', nan):.2f} s, episode cost "
+            f"{cost.get('phase3', nan):.1f}; phase-2 policy: {delay.get('phase2', nan):.2f} s, "
+            f"{cost.get('phase2', nan):.1f}."]  # fmt: skip
+    return write_phase_report(
+        pdir.report,
+        title="Phase 3: PPO-Lagrangian under a safety-cost limit (DDP on streamed rollouts)",
+        facts=facts, evaluation=evaluation, lead=lead, pictures=[p.name for p in pngs],
+    )  # fmt: skip

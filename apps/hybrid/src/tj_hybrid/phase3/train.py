@@ -25,9 +25,6 @@ import torch
 
 import tj_dist
 from tj_data import LiveGraphDataset, LiveQueue, collate_graphs
-from tj_hybrid.config.schema import HybridConfig
-from tj_hybrid.log_setup import setup_logging
-from tj_hybrid.phase1.shrinkers import CacheShrinker
 from tj_hybrid.phase3.batch import EmbeddingCache, IterationBatch
 from tj_hybrid.phase3.collectors import (
     CollectorPool,
@@ -38,14 +35,8 @@ from tj_hybrid.phase3.collectors import (
 from tj_hybrid.phase3.learner import Learner, LossWeights, micro_batch_loss
 from tj_hybrid.phase3.plan import byte_bound
 from tj_hybrid.progress import StepProgress
-from tj_hybrid.run_dir import PhaseDir
-from tj_hybrid.training import World, seed_everything, sum_over_ranks
-from tj_models import (
-    LagrangeConfig,
-    TrafficAgent,
-    lagrangian_advantage,
-    make_lagrange,
-)
+from tj_hybrid.training import CacheShrinker, RankJob, start_rank, sum_over_ranks
+from tj_models import LagrangeConfig, TrafficAgent, lagrangian_advantage, make_lagrange
 from tj_monitor import LoggerConfig, MetricsLogger
 from tj_rl.rollout.batch import rollout_graph
 from tj_rl.rollout.collector import publish_weights
@@ -57,21 +48,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Phase3Job:
-    """Everything a rank needs; picklable."""
+class Phase3Job(RankJob):
+    """Everything a phase-3 rank needs besides the shared fields: the agent, the collectors' env
+    and how many, the queue's bound, the memory budget."""
 
-    cfg: HybridConfig
-    phase_dir: PhaseDir
     agent_dir: str  # phase 2's agent (GNN frozen; controller and shield trained here)
     env_config: dict[str, Any]
     space: dict[str, Any]  # one light's observation shapes (name -> zeros), for the schema
-    world: World
     collectors_per_rank: int
     queue_bytes: int
     budget: int  # the run's memory budget: fractions in the phase3 sizes are of it
-    resume: bool
-    threads: int
-    log_level: int = logging.INFO
 
 
 class Progress:
@@ -138,11 +124,8 @@ def _episode_stats(episodes: list[dict[str, Any]]) -> dict[str, float]:
 def train_rank(job: Phase3Job) -> dict[str, Any] | None:
     """Train on this rank; rank 0 returns the summary, the others None."""
     cfg, p3, pdir = job.cfg, job.cfg.phase3, job.phase_dir
-    setup_logging(job.log_level)
-    info = tj_dist.init_distributed(job.world.backend)
+    info = start_rank(job)
     rank, world, device = info.rank, info.world_size, info.device
-    torch.set_num_threads(job.threads)
-    seed_everything(cfg.run.seed)
 
     agent = TrafficAgent.load(job.agent_dir)
     params = agent.freeze_for_phase(3)

@@ -1,10 +1,11 @@
-"""Memory-pressure hooks for tj-data caches in the processes that own them.
+"""Memory-pressure hooks for caches in the processes that own them (shared by the phases).
 
-A ``ChunkedGraphDataset`` keeps decoded shards in a byte-bounded LRU per process: in the rank
-itself (no DataLoader workers) or in each worker. ``CacheShrinker`` starts a small
-``tj_monitor.MemoryMonitor`` in that process with the cache's ``shrink`` registered, so crossing
-the cleanup line (measured against the whole machine or container) evicts shards there. Used
-as ``worker_init_fn`` it hooks every worker's own copy of the dataset.
+A cache with ``shrink(nbytes)`` lives in one process: phase 1's ``ChunkedGraphDataset`` (decoded
+shards) in the rank or in each DataLoader worker, phase 3's embedding cache in the rank.
+``CacheShrinker`` starts a small ``tj_monitor.MemoryMonitor`` in that process with the cache's
+``shrink`` registered, so crossing the cleanup line (measured against the whole machine or
+container) evicts entries there. Used as ``worker_init_fn`` it hooks every worker's own copy of
+the dataset.
 """
 
 from __future__ import annotations

@@ -1,0 +1,29 @@
+"""Held-out evaluation as phases 2 and 3 report it: a set of policies next to the baselines on
+held-out traffic (one protocol for every caller), the phase report around it, the plots.
+
+An evaluation here is the in-process form ``{set: {"markdown", "rows", "summary"}}`` that
+``save_evaluation`` writes to a phase's ``eval.json``; ``tj_hybrid.results`` reads it back typed.
+"""
+
+from tj_hybrid.evaluation.heldout import (
+    EVAL_METRICS,
+    evaluate_policies,
+    held_out_set,
+    save_evaluation,
+    weighted_cost,
+)
+from tj_hybrid.evaluation.phase_report import means, write_phase_report
+from tj_hybrid.evaluation.plots import plot_heldout, plot_learning, series
+
+__all__ = [
+    "EVAL_METRICS",
+    "evaluate_policies",
+    "held_out_set",
+    "means",
+    "plot_heldout",
+    "plot_learning",
+    "save_evaluation",
+    "series",
+    "weighted_cost",
+    "write_phase_report",
+]

@@ -1,0 +1,71 @@
+"""Held-out evaluation of a set of policies (the trained ones) next to the baselines users would
+deploy (``phase2.eval``): every policy on the same held-out route files (normal and ~30% heavier)
+x SUMO seeds never used in training, same env, with spread over episodes. With cost weights,
+each episode's weighted safety cost (summed over steps and lights, as phase 3 trains on it) is
+added to its row and to the table."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tj_hybrid.config import HybridConfig
+from tj_hybrid.rl_setup import RLSetup
+from tj_monitor import atomic_write_json
+from tj_rl.env import COST_NAMES
+
+if TYPE_CHECKING:
+    from tj_rl.eval import HeldOutTable
+
+__all__ = ["EVAL_METRICS", "evaluate_policies", "held_out_set", "save_evaluation", "weighted_cost"]
+
+SETS = ("held_out", "held_out_heavy")
+# the table's columns when costs are weighted: tj-rl's held-out metrics, the weighted cost, vetoes
+EVAL_METRICS = ("avg_delay", "avg_trip_time", "avg_waiting_time", "mean_queue", "throughput",
+                "cost", *(f"cost_{c}" for c in COST_NAMES), "vetoes")  # fmt: skip
+
+
+def weighted_cost(row: Mapping[str, Any], weights: Mapping[str, float]) -> float:
+    """An episode's safety cost: the named costs of its row weighted as in training."""
+    return float(sum(weights.get(c, 0.0) * row[f"cost_{c}"] for c in COST_NAMES))
+
+
+def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
+                      cost_weights: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``{set: {"markdown", "rows", "summary"}}`` of ``policies`` (name -> tj-rl policy) and the
+    configured baselines on ``setup``'s held-out sets and ``phase2.eval.sumo_seeds``."""
+    from tj_hybrid.training import torch_threads
+    from tj_rl.eval import HELDOUT_METRICS, evaluate_heldout
+
+    env = dataclasses.replace(setup.env, metrics=True, route_files=())
+    metrics = HELDOUT_METRICS
+    if cost_weights is not None:
+        env = dataclasses.replace(env, cost_weights=dict(cost_weights))
+        metrics = EVAL_METRICS
+    named = {**policies, **cfg.phase2.eval.baseline_policies()}
+    out: dict[str, Any] = {}
+    for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
+        with torch_threads(1):  # one small forward per decision (see training/threads.py)
+            table = evaluate_heldout(setup.scenario, named, demand, cfg.phase2.eval.sumo_seeds,
+                                     config=env, training_seeds=())  # fmt: skip
+        if cost_weights is not None:
+            for row in table.rows:
+                row["cost"] = weighted_cost(row, cost_weights)
+        out[label] = held_out_set(table, metrics)
+    return out
+
+
+def held_out_set(table: HeldOutTable, metrics: Sequence[str]) -> dict[str, Any]:
+    """One set as a phase keeps it: tj-rl's markdown table, every episode's row, and per policy
+    and metric the spread over episodes (``tj_hybrid.results.HeldOutSet`` reads it back)."""
+    return {"markdown": table.to_markdown(metrics), "rows": table.rows,
+            "summary": {p: {m: s._asdict() for m, s in ms.items()}
+                        for p, ms in table.summary(metrics).items()}}  # fmt: skip
+
+
+def save_evaluation(path: Path, evaluation: Mapping[str, Any]) -> None:
+    """Write ``evaluation`` (summary and rows of each set) to a phase's ``eval.json``."""
+    atomic_write_json(path, {k: {"summary": v["summary"], "rows": v["rows"]}
+                             for k, v in evaluation.items()})  # fmt: skip

@@ -1,0 +1,46 @@
+"""A phase's ``report.md`` around its held-out evaluation: the title, the phase's facts, a lead
+(the headline numbers, a picture), tj-rl's table of every policy on normal and on ~30% heavier
+held-out traffic, then the phase's pictures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tj_monitor import atomic_write_text
+
+__all__ = ["means", "write_phase_report"]
+
+
+def means(summary: Mapping[str, Mapping[str, Any]], metric: str) -> dict[str, float]:
+    """Policy -> mean of ``metric`` in one set's summary (the policies that report it)."""
+    return {p: s[metric]["mean"] for p, s in summary.items() if metric in s}
+
+
+def write_phase_report(path: Path, *, title: str, facts: Mapping[str, Any],
+                       evaluation: Mapping[str, Any], lead: Sequence[str],
+                       pictures: Sequence[str], pictures_title: str = "Pictures") -> Path:  # fmt: skip
+    """Write the report to ``path``; ``pictures``: PNG file names beside it. Returns ``path``."""
+    lines = [
+        f"# {title}",
+        "",
+        *(f"- {k}: {v}" for k, v in facts.items()),
+        "",
+        "## Held-out traffic (route seeds never trained on; SUMO seeds never used)",
+        "",
+        *lead,
+        "",
+        evaluation["held_out"]["markdown"],
+        "",
+        "## Held-out traffic, ~30% heavier",
+        "",
+        evaluation["held_out_heavy"]["markdown"],
+        "",
+        f"## {pictures_title}",
+        "",
+        *[f"![{p}]({p})" for p in pictures],
+        "",
+    ]
+    atomic_write_text(path, "\n".join(lines))
+    return path

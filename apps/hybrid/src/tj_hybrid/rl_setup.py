@@ -1,0 +1,166 @@
+"""The RL setup phases 2 and 3 share, built in the driver before any worker starts: the demand
+pool (training traffic) and held-out sets, the env config every env runner or collector builds,
+the env-runner count, and RLlib's PPO config of phase 2 (also what the sampling benchmark builds).
+
+The pool is generated once and cached in the data directory (``<data>/demand``); held-out traffic
+uses route seeds never trained on, and evaluation uses SUMO seeds never used in training. tj-rl
+and Ray are imported when used: importing this module (and ``tj_hybrid``) stays light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tj_hybrid.config import HybridConfig
+from tj_monitor import memory_limit
+
+if TYPE_CHECKING:
+    from tj_rl.env import EnvConfig, Scenario
+    from tj_rl.traffic import DemandSet
+
+__all__ = ["DRIVER_PSS", "RUNNER_PSS", "RLSetup", "build_ppo", "env_runner_count", "prepare_rl"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLSetup:
+    """Everything training, collection and evaluation need, built once in the driver."""
+
+    scenario: Scenario
+    env: EnvConfig  # training env (padded, demand drawn per episode, no SUMO outputs)
+    pool_files: tuple[Path, ...]
+    held_out: DemandSet
+    held_out_heavy: DemandSet
+    env_runners: int
+    max_lanes: int
+
+    def env_config(self) -> dict[str, Any]:
+        """The env config an env runner or collector builds (a plain, picklable mapping)."""
+        fields = {f.name: getattr(self.env, f.name) for f in dataclasses.fields(self.env)}
+        return {**fields, "scenario": self.scenario}
+
+
+# Measured (a phase-2 benchmark run: one PPO iteration, tiny preset, tree PSS per process): an env
+# runner (Ray worker + torch + RLlib + the module + libsumo) ~680 MiB PSS; the driver with the
+# learner ~720 MiB plus Ray's own processes (GCS, raylet, agents, log monitor) ~330 MiB.
+RUNNER_PSS = 700 * 2**20
+DRIVER_PSS = 1100 * 2**20
+
+
+def env_runner_count(requested: int | None, cpus: int | None = None,
+                     budget: int | None = None) -> int:  # fmt: skip
+    """Env runner processes: as asked, else one per CPU left after the driver and learner, and
+    no more than the memory budget holds next to the driver (0: the driver samples itself, the
+    only choice on a 1-2 core machine or a small budget)."""
+    if requested is not None:
+        return requested
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    by_cpu = max(0, cpus - 2)
+    if budget is None:
+        return by_cpu
+    return min(by_cpu, max(0, (budget - DRIVER_PSS) // RUNNER_PSS))
+
+
+def _agent_lanes(agent_dir: Path | None) -> int | None:
+    """The movement rows the previous phase's GNN embeds (phase 1's ``num_movements``)."""
+    if agent_dir is None or not (agent_dir / "config.json").is_file():
+        return None
+    import json
+
+    return int(json.loads((agent_dir / "config.json").read_text())["config"]["gnn"]["num_movements"])
+
+
+def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
+               temp_dir: Path | None = None) -> RLSetup:  # fmt: skip
+    """Build (or reuse) the demand pool and the held-out sets; size the padding and runners.
+    ``agent_dir``: the agent whose GNN the policy uses (its lane rows set the padding).
+    ``temp_dir``: where the envs' episode folders go (the run dir: an env runner killed with
+    SIGKILL cannot remove its own, and they should not pile up in the system temp dir)."""
+    from tj_rl.env import Scenario, TrafficSignalCore
+    from tj_rl.traffic import DemandPool
+
+    p2 = cfg.phase2
+    scenario = Scenario.from_sumocfg(cfg.scenario.path, end=p2.episode_seconds)
+    pool = DemandPool.for_scenario(scenario, data_dir / "demand",
+                                   seeds=tuple(range(1, p2.demand.train_seeds + 1)),
+                                   rates=tuple(p2.demand.rates))  # fmt: skip
+    files = pool.build()
+    held, heavy = pool.held_out(p2.demand.heldout_seeds, heavy_factor=p2.demand.heavy_factor)
+    lanes = _agent_lanes(agent_dir)
+    env = dataclasses.replace(
+        cfg.scenario.env, reward=p2.reward, reward_scale=p2.reward_scale, metrics=False,
+        pad_to_scenario=True, max_lanes=lanes, route_files=tuple(str(f) for f in files),
+        temp_dir=str(temp_dir) if temp_dir is not None else None,
+    )  # fmt: skip
+    if temp_dir is not None:
+        temp_dir.mkdir(parents=True, exist_ok=True)
+    TrafficSignalCore(env, scenario=scenario).close()  # spaces check: fails here, not in Ray
+    budget = cfg.memory.budget_bytes(memory_limit())
+    runners = env_runner_count(p2.env_runners, budget=budget)
+    if p2.env_runners is None:
+        log.info("RL setup: %d env runner(s) (%d CPUs, memory budget %.1f GiB)", runners,
+                 os.cpu_count() or 1, budget / 2**30)  # fmt: skip
+    return RLSetup(scenario=scenario, env=env, pool_files=tuple(files), held_out=held,
+                   held_out_heavy=heavy, env_runners=runners, max_lanes=lanes or 0)  # fmt: skip
+
+
+def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:
+    """RLlib's PPOConfig from the ``phase2`` section on ``setup``'s env, as phase 2 trains it
+    (imports Ray; ``agent_dir``: the phase-1 agent whose GNN the module starts from)."""
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from tj_rl.rllib import (
+        GraphModuleConfig,
+        TrafficCallbacks,
+        TrafficSignalEnv,
+        lane_mlp_spec,
+        shared_module_spec,
+        shared_policy_mapping,
+    )
+    from tj_rl.rllib.module import SHARED_POLICY
+
+    p2, ppo = cfg.phase2, cfg.phase2.ppo
+    fresh = p2.gnn == "random" or agent_dir is None
+    module = GraphModuleConfig(
+        preset=cfg.model.preset,
+        gnn="finetune" if p2.gnn == "finetune" else "frozen",
+        agent_dir=None if fresh else str(agent_dir),
+    )
+    spec = lane_mlp_spec() if p2.policy == "lane-mlp" else shared_module_spec(module)
+    config = PPOConfig().environment(TrafficSignalEnv, env_config=setup.env_config())
+    config = config.callbacks(TrafficCallbacks)  # costs, shield vetoes, SUMO deaths per episode
+    config = config.env_runners(
+        num_env_runners=setup.env_runners,
+        num_envs_per_env_runner=1,
+        num_cpus_per_env_runner=1 if setup.env_runners else 0,
+        sample_timeout_s=600,
+    )
+    config = config.learners(
+        num_learners=0, num_gpus_per_learner=1 if torch.cuda.is_available() else 0
+    )
+    config = config.multi_agent(policies={SHARED_POLICY}, policy_mapping_fn=shared_policy_mapping)
+    config = config.rl_module(rl_module_spec=spec)
+    config = config.training(
+        lr=ppo.lr,
+        gamma=ppo.gamma,
+        lambda_=ppo.gae_lambda,
+        clip_param=ppo.clip,
+        vf_clip_param=ppo.vf_clip,
+        vf_loss_coeff=ppo.vf_coeff,
+        entropy_coeff=ppo.entropy,
+        num_epochs=ppo.epochs,
+        minibatch_size=ppo.minibatch,
+        train_batch_size_per_learner=ppo.train_batch,
+        grad_clip=ppo.grad_clip,
+    )
+    config = config.fault_tolerance(
+        restart_failed_env_runners=True, delay_between_env_runner_restarts_s=1.0
+    )
+    return config.debugging(seed=cfg.run.seed)
