@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "tj_models": {"tj_monitor"},  # the atomic-write helper (the lead's decision, issue 15)
     "tj_dist": {"tj_monitor"},
     "tj_monitor": set(),
-    "tj_rl": {"tj_models", "tj_data", "tj_monitor"},
+    "tj_rl": {"tj_models", "tj_data", "tj_dist", "tj_monitor"},
 }
 # Packages that may use tj-monitor's core only: their requirement on it names no extra (DESIGN §3:
 # psutil and numpy; `report` would pull rich, matplotlib and tensorboard into `pip install tj-data`).
