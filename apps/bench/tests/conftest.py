@@ -8,6 +8,7 @@ that suite only; the whole test run runs every suite once (which is the CI check
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -65,6 +66,18 @@ def _make_results(*suites: SuiteResult, runs: int = 3) -> Results:
     return Results(machine={"cpu_model": "test cpu", "cpus": 2, "ram_bytes": 2**34, "gpus": []},
                    versions={"torch": "2.0"}, commit="abc", created="2026-01-01T00:00:00+00:00",
                    runs=runs, quick=False, suites=list(suites))  # fmt: skip
+
+
+def _values(result: SuiteResult, name: str) -> list[float]:
+    f = result.figure(name)
+    assert f.measured and all(math.isfinite(v) for v in f.measured), (name, f.values)
+    return f.values
+
+
+@pytest.fixture
+def values():
+    """``values(suite_result, name)``: a figure's values, each asserted measured and finite."""
+    return _values
 
 
 @pytest.fixture

@@ -14,22 +14,21 @@ from tj_bench import Results
 
 _SCRIPT = """
 import json
-import numpy as np
 from tj_bench.suites._env_free_reads import record_reads, replay_reads
-from tj_bench.suites._env_worker import random_feasible
+from tj_rl.control import RandomPolicy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
 
 sc = Scenario.from_sumocfg(default_scenario().sumocfg, end=120.0)  # as the env worker makes it
 cfg = EnvConfig(kernel="numpy", all_red_time=0.0)
 make = lambda: TrafficSignalCore(cfg, scenario=sc)
-reads = record_reads(make, 3, random_feasible)
+reads = record_reads(make, 3, RandomPolicy(3))
 replay_reads(reads)
 env = make()
-obs, _ = env.reset(seed={seed})
-rng = np.random.default_rng({seed})
+obs, info = env.reset(seed={seed})
+policy = RandomPolicy({seed})
 seen = []
 while True:
-    obs, _, _, trunc, info = env.step(random_feasible(obs, rng))
+    obs, _, _, trunc, info = env.step(policy.compute_actions(obs, info))
     seen.append(next(iter(info.values()))["num_vehicles"])
     if trunc["__all__"]:
         break

@@ -4,7 +4,6 @@ truncation probe) do what the suite relies on."""
 
 from __future__ import annotations
 
-import math
 import pickle
 import sys
 from pathlib import Path
@@ -21,37 +20,31 @@ from tj_bench.suites.cache import CASES, COMPARED, SUITE, parse_sizes, put_get
 SIZES = ("64KiB", "1024KiB")
 
 
-def _values(r, name: str) -> list[float]:
-    f = r.figure(name)
-    assert f.measured and all(math.isfinite(v) for v in f.measured), (name, f.values)
-    return f.values
-
-
-def test_rates_of_every_case(quick) -> None:
+def test_rates_of_every_case(quick, values) -> None:
     r = quick.suite("cache")
     assert r.params["sleep_ms"] == 0.0 and r.params["sizes_kib"] == "64,1024"
     cases = [c for c in CASES if c != "diskcache" or "diskcache" not in r.unavailable]
     for tag, size in zip(SIZES, (64 << 10, 1 << 20), strict=True):
         for case in cases:
             name = f"{case}/{tag}"
-            puts, mb = _values(r, f"{name}/puts_per_s"), _values(r, f"{name}/put_mb_per_s")
-            assert all(p > 0 for p in puts) and _values(r, f"{name}/gets_per_s")[0] > 0
+            puts, mb = values(r, f"{name}/puts_per_s"), values(r, f"{name}/put_mb_per_s")
+            assert all(p > 0 for p in puts) and values(r, f"{name}/gets_per_s")[0] > 0
             assert mb == pytest.approx([p * size / 1e6 for p in puts])
-            assert all(0 <= h <= 1 for h in _values(r, f"{name}/hit_rate"))
+            assert all(0 <= h <= 1 for h in values(r, f"{name}/hit_rate"))
         if "diskcache" in cases:
             for case in COMPARED:
                 for what in ("puts", "gets"):
-                    ratio = _values(r, f"vs_diskcache/{case}/{tag}/{what}")
-                    ours = _values(r, f"{case}/{tag}/{what}_per_s")
-                    theirs = _values(r, f"diskcache/{tag}/{what}_per_s")
+                    ratio = values(r, f"vs_diskcache/{case}/{tag}/{what}")
+                    ours = values(r, f"{case}/{tag}/{what}_per_s")
+                    theirs = values(r, f"diskcache/{tag}/{what}_per_s")
                     assert ratio == pytest.approx(
                         [a / b for a, b in zip(ours, theirs, strict=True)]
                     )
 
 
-def test_truncated_entry_is_a_miss_in_diskcache_of_tj_data(quick) -> None:
+def test_truncated_entry_is_a_miss_in_diskcache_of_tj_data(quick, values) -> None:
     r = quick.suite("cache")
-    assert _values(r, "truncated/disk/safe") == [1.0]
+    assert values(r, "truncated/disk/safe") == [1.0]
     assert any("truncated" in n and "DiskCache: miss" in n for n in r.notes)
     if "diskcache" not in r.unavailable:
         assert r.figure("truncated/diskcache/safe").values  # measured or NaN with the reason

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tj_bench.suite import SuiteContext
+from tj_bench.suite import SuiteContext, parse_list
 from tj_bench.suites._env_driver import check_sumo_rl
 from tj_bench.suites._env_plan import (
     SUMO_RL,
     Cell,
     episode_figures,
     paired_figures,
-    parse_list,
     plan_cells,
     runs_on,
 )

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
+from tj_bench.suite import parse_list
 from tj_bench.suites._models_child import COMPONENTS
-from tj_bench.suites.models import figure, parse_choices, ratio, targets
+from tj_bench.suites.models import figure, ratio, targets
 
 
 def test_quick_run_records_every_component(quick) -> None:
@@ -52,15 +53,15 @@ def test_quick_run_says_what_the_gpu_part_did(quick) -> None:
         assert not any("/cuda-" in f.name for f in r.figures)
 
 
-def test_parse_choices() -> None:
-    assert parse_choices(" tiny, normal ", ("tiny", "normal", "large"), "presets") == [
+def test_parse_choices() -> None:  # the presets and components options (parse_list)
+    assert parse_list(" tiny, normal ", ("tiny", "normal", "large"), "presets") == (
         "tiny",
         "normal",
-    ]
+    )
     with pytest.raises(ValueError, match="presets"):
-        parse_choices("tiny,huge", ("tiny", "normal"), "presets")
+        parse_list("tiny,huge", ("tiny", "normal"), "presets")
     with pytest.raises(ValueError):
-        parse_choices(" , ", ("tiny",), "presets")
+        parse_list(" , ", ("tiny",), "presets")
 
 
 def test_targets() -> None:

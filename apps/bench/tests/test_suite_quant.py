@@ -1,18 +1,14 @@
 """The quant suite: its quick run records every figure with values that must hold (byte ratios of
 int8 and float16, errors within a quantisation step, fewer bytes per batch with device-side
-decoding), and its generated store is what the suite says it is."""
+decoding). Its generated store is tj_data.synthetic's, tested there."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tj_bench.suites._quant_data import COLUMN_UNITS, field_bytes, generate, node_features
-from tj_bench.suites.quant import BATCH_SIZES, FIELDS, MODES
-from tj_data import GraphStore
+from tj_bench.suites.quant import BATCH_SIZES, COLUMN_UNITS, FIELDS, MODES
 
 INT8 = [f for f, kind in FIELDS.items() if kind == "int8"]
 
@@ -68,13 +64,3 @@ def test_batches_host_vs_device(quick) -> None:
     if "batch/*/to_device_us" not in r.unavailable:
         assert _value(r, "batch/32/device/to_device_us") > 0
 
-
-def test_generated_store(tmp_path: Path) -> None:
-    x = node_features(np.random.default_rng(0), 500)
-    assert x.shape == (500, 9) and x.dtype == np.float32 and np.isfinite(x).all()
-    assert np.allclose(x[:, 4] ** 2 + x[:, 5] ** 2, 1.0, atol=1e-5)  # heading sin/cos
-    generate(tmp_path / "s", 40)
-    store = GraphStore.open(tmp_path / "s")
-    assert len(store) == 40
-    n_nodes = sum(s.num_nodes for s in store.manifest.shards)
-    assert 4 * 9 * n_nodes <= field_bytes(store, "x") <= 4 * 9 * n_nodes + 1024

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 import torch
 
 from tj_models import FeatureLayout, edge_features, match_nodes
@@ -52,3 +53,20 @@ def test_streams_are_reproducible() -> None:
         torch.equal(x.x, y.x) and torch.equal(x.edge_index, y.edge_index)
         for x, y in zip(a, b, strict=True)
     )
+
+
+def test_initial_vehicles_fill_the_first_step() -> None:
+    cfg = SyntheticTrafficConfig(steps=3, warmup_steps=0, arrival_rate=0.0, initial_vehicles=15.0)
+    first = [simulate_stream(cfg, seed=s)[0] for s in range(40)]
+    counts = torch.tensor([float(d.num_nodes) for d in first])
+    assert 11 < counts.mean() < 16  # Poisson(15), less the few that found no room on a lane
+    for d in first:  # placed on the approaches, at least 15 m apart on a lane
+        dist, lane = d.x[:, 6], d.movement
+        for m in lane.unique():
+            s = dist[lane == m].sort().values
+            assert (s >= 0).all() and (s <= cfg.approach_length).all()
+            assert (s.diff() >= 15.0 - 1e-3).all()
+    empty = SyntheticTrafficConfig(steps=3, warmup_steps=0, arrival_rate=0.0)
+    assert simulate_stream(empty, seed=0)[0].num_nodes == 0
+    with pytest.raises(ValueError, match="initial_vehicles"):
+        SyntheticTrafficConfig(initial_vehicles=-1.0)

@@ -9,7 +9,7 @@ public APIs only.
 from importlib import metadata as _metadata
 
 from tj_bench.compare import Comparison, compare, render_comparison
-from tj_bench.measure import MIB, interleaved, peak_pss, timed, tree_pss
+from tj_bench.measure import MIB, interleaved, timed
 from tj_bench.results import SCHEMA, Figure, Results, ResultsError, SuiteResult
 from tj_bench.runner import RunConfig, parse_sets, run_suites
 from tj_bench.suite import Suite, SuiteContext, Unavailable
@@ -31,9 +31,7 @@ __all__ = [
     "compare",
     "interleaved",
     "parse_sets",
-    "peak_pss",
     "render_comparison",
     "run_suites",
     "timed",
-    "tree_pss",
 ]

@@ -18,13 +18,16 @@ __all__ = ["Comparison", "compare", "render_comparison"]
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
+    """One figure of both runs: the old and new medians, their ratio (new / old) and the flags
+    (never set for a fact, ``better=None``)."""
+
+    better: str | None
     suite: str
     figure: str
     unit: str
-    better: str | None
     old: float
     new: float
-    ratio: float  # new / old median
+    ratio: float
     regressed: bool
     improved: bool
 

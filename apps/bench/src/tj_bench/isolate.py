@@ -66,7 +66,7 @@ def execute(job: SuiteJob, loader: Callable[[str], Suite], progress: Any = None)
 
 
 def _child(job: SuiteJob, loader: Callable[[str], Suite]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tj_bench.progress import rich_progress
+    from tj_monitor import track_progress as rich_progress
 
     with rich_progress() if job.show_progress else nullcontext(None) as track:
         result = execute(job, loader, track)

@@ -1,8 +1,8 @@
-"""Measurement helpers every suite shares: interleaved repetitions, wall time, tree memory.
+"""Measurement helpers every suite shares: interleaved repetitions and wall time.
 
 Compared cases run interleaved (A B C, A B C, ...) rather than one after the other, so that a
 machine that slows down during a run (another job, thermal limits) biases every case alike.
-Memory is process-tree PSS through tj-monitor (``PeakPssSampler``, ``tree_memory``), never RSS.
+Memory is process-tree PSS, read with tj-monitor (``PeakPssSampler``, ``tree_memory``), never RSS.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from tj_monitor import PeakPssSampler, tree_memory
-
-__all__ = ["MIB", "interleaved", "peak_pss", "timed", "tree_pss"]
+__all__ = ["MIB", "interleaved", "timed"]
 
 T = TypeVar("T")
 MIB = 2**20
@@ -36,14 +34,3 @@ def interleaved(
             out[name].append(fn())
     return out
 
-
-def peak_pss(fn: Callable[[], T], interval: float = 0.1) -> tuple[T, int]:
-    """``(fn(), peak PSS of this process tree in bytes while it ran)``."""
-    with PeakPssSampler(interval) as sampler:
-        out = fn()
-    return out, sampler.peak_pss
-
-
-def tree_pss(pid: int | None = None) -> int:
-    """PSS of a process tree now (default: this process and its children), in bytes."""
-    return tree_memory(pid).pss

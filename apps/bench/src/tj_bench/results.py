@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tj_monitor import atomic_write_text
 
@@ -26,6 +26,15 @@ SCHEMA = "tj-bench/1"
 Status = Literal["ok", "failed", "unavailable"]
 _BETTER = ("lower", "higher", None)
 _STATUS = ("ok", "failed", "unavailable")
+T = TypeVar("T")
+
+
+def _named(items: list[T], attr: str, name: str, missing: str) -> T:
+    """The first of ``items`` whose ``attr`` is ``name``; KeyError(``missing``) if none is."""
+    for item in items:
+        if getattr(item, attr) == name:
+            return item
+    raise KeyError(missing)
 
 
 class ResultsError(ValueError):
@@ -100,10 +109,7 @@ class SuiteResult:
             raise ValueError(f"suite {self.suite}: status must be one of {_STATUS}")
 
     def figure(self, name: str) -> Figure:
-        for f in self.figures:
-            if f.name == name:
-                return f
-        raise KeyError(f"suite {self.suite} has no figure {name!r}")
+        return _named(self.figures, "name", name, f"suite {self.suite} has no figure {name!r}")
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -135,10 +141,8 @@ class Results:
     suites: list[SuiteResult] = field(default_factory=list)
 
     def suite(self, name: str) -> SuiteResult:
-        for s in self.suites:
-            if s.suite == name:
-                return s
-        raise KeyError(f"no suite {name!r} in these results (have: {[s.suite for s in self.suites]})")
+        have = [s.suite for s in self.suites]
+        return _named(self.suites, "suite", name, f"no suite {name!r} in these results (have: {have})")
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

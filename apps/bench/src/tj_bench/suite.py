@@ -11,14 +11,17 @@ next suite either way.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tj_bench.results import Figure, SuiteResult
 
-__all__ = ["SizedOptions", "Suite", "SuiteContext", "Unavailable", "sized_help"]
+__all__ = [
+    "SizedOptions", "Suite", "SuiteContext", "Unavailable", "parse_counts", "parse_list",
+    "sized_help",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -30,6 +33,30 @@ SizedOptions = dict[str, tuple[Any, Any, str]]
 def sized_help(table: SizedOptions) -> dict[str, str]:
     """``Suite.options`` (option -> help) of a ``SizedOptions`` table, with both defaults."""
     return {k: f"{what} (default {d}; quick {q})" for k, (d, q, what) in table.items()}
+
+
+def parse_list(raw: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
+    """``"a,b"`` -> ``("a", "b")``: comma-separated, each in ``allowed``, none twice."""
+    items = tuple(x.strip() for x in raw.split(",") if x.strip())
+    if not items:
+        raise ValueError(f"{what}: at least one of {', '.join(allowed)}")
+    bad = [x for x in items if x not in allowed]
+    if bad:
+        raise ValueError(f"{what}: unknown {bad}; choose from {', '.join(allowed)}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{what}: listed twice in {raw!r}")
+    return items
+
+
+def parse_counts(raw: str, what: str) -> list[int]:
+    """``"64,256"`` -> ``[64, 256]``: comma-separated positive integers."""
+    try:
+        counts = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{what}={raw!r}: expected comma-separated integers") from None
+    if not counts or min(counts) < 1:
+        raise ValueError(f"{what}={raw!r}: expected positive integers")
+    return counts
 
 
 class Unavailable(RuntimeError):
@@ -51,17 +78,13 @@ class Suite:
 
 
 def _convert(raw: str, default: Any) -> Any:
-    if isinstance(default, bool):
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"not a boolean: {raw!r}")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    return raw
+    """``raw`` as the type of ``default`` (pydantic's string rules: "true", "on", "1" for bools)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(type(default)).validate_strings(raw)
+    except ValidationError as exc:
+        raise ValueError(exc.errors()[0]["msg"]) from None
 
 
 class SuiteContext:
@@ -121,6 +144,10 @@ class SuiteContext:
             out[key] = self.option(key, quick if self.quick else default)
             self.param(key, out[key])
         return out
+
+    def choices(self, key: str, default: str, allowed: Sequence[str]) -> tuple[str, ...]:
+        """A comma-separated option, each item one of ``allowed`` (``parse_list``)."""
+        return parse_list(self.option(key, default), allowed, f"{self.suite}.{key}")
 
     def unused_options(self) -> list[str]:
         return sorted(set(self.options) - self._used)

@@ -1,4 +1,5 @@
-"""A rich progress bar with ETA for long loops, shown on one process only.
+"""A progress bar with ETA for long training loops (tj-monitor's columns), shown on one process
+only.
 
 Falls back to periodic log lines when the output is not a terminal (CI logs, files), so a
 long run always shows that it is alive without flooding the log.
@@ -9,15 +10,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from tj_monitor import progress_bar
 
 __all__ = ["StepProgress"]
 
@@ -34,17 +29,9 @@ class StepProgress:
         self._last_log = time.monotonic()
         self._t0, self._start = time.monotonic(), start
         self.log_every_s = log_every_s
-        self._progress: Progress | None = None
+        self._progress: Any = None
         if self._interactive:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-            )
+            self._progress = progress_bar()
             self._task = self._progress.add_task(description, total=total, completed=start, info="")
             self._progress.start()
 

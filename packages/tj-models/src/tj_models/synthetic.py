@@ -1,11 +1,13 @@
 """Synthetic traffic snapshots for smoke tests, benchmarks and examples (no SUMO needed).
 
 A four-leg intersection (3 lanes per approach, one movement per lane), IDM car following, a
-fixed-time signal with random green durations, Poisson arrivals and a dilemma zone (vehicles that
-cannot stop comfortably at a red run it; others may brake hard, which makes risk labels). Every
-decision step becomes one snapshot with the fields of the traffic-snapshot contract (``x``,
-``edge_index``, ``edge_attr``, ``vehicle_id``, ``movement``, ``y_next``, ``y_mask``, ``risk`` and
-the per-sample signal state), as PyG ``Data``; windows collate to one PyG ``Batch`` per step.
+fixed-time signal with random green durations, Poisson arrivals (``initial_vehicles`` more placed
+on the approaches at the start, for graphs of a chosen size from the first step) and a dilemma
+zone (vehicles that cannot stop comfortably at a red run it; others may brake hard, which makes
+risk labels). Every decision step becomes one snapshot with the fields of the traffic-snapshot
+contract (``x``, ``edge_index``, ``edge_attr``, ``vehicle_id``, ``movement``, ``y_next``,
+``y_mask``, ``risk`` and the per-sample signal state), as PyG ``Data``; windows collate to one
+PyG ``Batch`` per step.
 Edges use ``tj_models.geometry``, the same code the world-model rollout uses, with tj-rl's
 conventions and defaults (math heading: ``heading_cos``/``heading_sin`` are the x/y components of
 the direction of travel; 4 nearest neighbours within 30 m; collision-course inverse TTC).
@@ -37,6 +39,7 @@ class SyntheticTrafficConfig:
     decision_interval: float = 2.0  # s between snapshots
     substeps: int = 4
     arrival_rate: float = 0.35  # vehicles / s over the whole intersection
+    initial_vehicles: float = 0.0  # mean (Poisson) vehicles on the approaches at the start
     approach_length: float = 120.0  # m
     exit_length: float = 25.0  # m past the stop line before a vehicle leaves
     green_min: float = 10.0
@@ -51,9 +54,12 @@ class SyntheticTrafficConfig:
         for name in ("steps", "substeps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SyntheticTrafficConfig.{name} must be >= 1")
-        if self.warmup_steps < 0 or self.arrival_rate < 0 or self.green_min > self.green_max:
+        if min(self.warmup_steps, self.arrival_rate, self.initial_vehicles) < 0 or (
+            self.green_min > self.green_max
+        ):
             raise ValueError(
-                "SyntheticTrafficConfig: warmup_steps, arrival_rate >= 0; green_min <= green_max"
+                "SyntheticTrafficConfig: warmup_steps, arrival_rate, initial_vehicles >= 0; "
+                "green_min <= green_max"
             )
         if not (self.edge_radius > 0 and self.conflict_distance > 0 and self.max_neighbors >= 0):
             raise ValueError(
@@ -77,6 +83,31 @@ class _Intersection:
         self.next_id = 0
         self.phase, self.time_in_phase = 0, 0.0
         self.green_for = rng.uniform(cfg.green_min, cfg.green_max)
+        if cfg.initial_vehicles > 0:
+            self._place(int(rng.poisson(cfg.initial_vehicles)))
+
+    def _place(self, n: int) -> None:
+        """``n`` vehicles at random points of random lanes, at least 15 m apart on a lane (a
+        point too close to one already placed is drawn again, 10 times at most)."""
+        for _ in range(n):
+            lane = int(self.rng.integers(4 * _LANES))
+            for _ in range(10):
+                s = self.rng.uniform(0.0, self.cfg.approach_length)
+                if not (np.abs(self.s[self.lane == lane] - s) < 15.0).any():
+                    self._add(lane, s)
+                    break
+
+    def _add(self, lane: int, s: float) -> None:
+        v0 = self.rng.uniform(9.0, 14.0)
+        self.s = np.append(self.s, s)
+        self.v = np.append(self.v, v0 * self.rng.uniform(0.7, 1.0))
+        self.a = np.append(self.a, 0.0)
+        self.v0 = np.append(self.v0, v0)
+        self.length = np.append(self.length, self.rng.choice([4.5, 5.0, 12.0], p=[0.5, 0.4, 0.1]))
+        self.wait = np.append(self.wait, 0.0)
+        self.lane = np.append(self.lane, lane)
+        self.vid = np.append(self.vid, self.next_id)
+        self.next_id += 1
 
     def _green(self) -> np.ndarray:
         approach = self.lane // _LANES
@@ -89,18 +120,7 @@ class _Intersection:
             same = self.lane == lane
             if same.any() and (self.cfg.approach_length - self.s[same].max()) < 12.0:
                 continue  # entrance blocked
-            v0 = self.rng.uniform(9.0, 14.0)
-            self.s = np.append(self.s, self.cfg.approach_length)
-            self.v = np.append(self.v, v0 * self.rng.uniform(0.7, 1.0))
-            self.a = np.append(self.a, 0.0)
-            self.v0 = np.append(self.v0, v0)
-            self.length = np.append(
-                self.length, self.rng.choice([4.5, 5.0, 12.0], p=[0.5, 0.4, 0.1])
-            )
-            self.wait = np.append(self.wait, 0.0)
-            self.lane = np.append(self.lane, lane)
-            self.vid = np.append(self.vid, self.next_id)
-            self.next_id += 1
+            self._add(lane, self.cfg.approach_length)
 
     def step(self, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """Advance by ``dt``; returns (ids, at-risk flags) of the vehicles simulated this substep."""

@@ -1,6 +1,7 @@
 """What the data suite compares tj-data's stores against: the seeds' JSON chunks (written from the
-store, read the seeds' way), the same samples held in RAM as numpy (the ceiling), and PyG's
-``InMemoryDataset`` (optional: needs torch-geometric).
+store, read the seeds' way), the same samples held in RAM as numpy (the ceiling: tj-data's
+``ChunkedGraphDataset`` with every shard cached), and PyG's ``InMemoryDataset`` (optional: needs
+torch-geometric).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from tj_data import GraphDataset
+from tj_data import ChunkedGraphDataset, GraphDataset, GraphStore
 
-__all__ = ["InRamDataset", "JsonChunkReader", "pyg_dataset", "write_json_chunks"]
+__all__ = ["JsonChunkReader", "in_ram", "pyg_dataset", "write_json_chunks"]
 
 Progress = Callable[[Iterable[int], str], Iterable[int]]
 
@@ -86,52 +87,29 @@ class JsonChunkReader:
         }
 
 
-class _RamSource:
-    """Every shard of a store decoded into RAM (``GraphStore.read_shard``): the gather path of
-    tj-data (``locate`` / ``shard``) with no file underneath."""
-
-    def __init__(self, store: Any, progress: Progress) -> None:
-        self.store = store
-        self.shards = [
-            store.read_shard(k) for k in progress(range(store.num_shards), "load into RAM")
-        ]
-
-    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.store.locate(idx)
-
-    def shard(self, k: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        a = self.shards[k]
-        return a, a["node_ptr"], a["edge_ptr"]
+def in_ram(store: Path, progress: Progress = _plain) -> ChunkedGraphDataset:
+    """The store with every shard decoded into RAM up front (``ChunkedGraphDataset`` with room
+    for all of them): tj-data's gather path with no file underneath."""
+    ds = ChunkedGraphDataset(store, cache_chunks=max(1, GraphStore.open(store).num_shards))
+    starts = np.cumsum([0] + [s.num_samples for s in ds.store.manifest.shards])
+    for k in progress(range(ds.store.num_shards), "load into RAM"):
+        ds.__getitems__([int(starts[k])])  # decodes shard k into the cache
+    return ds
 
 
-class InRamDataset(GraphDataset):
-    """A ``GraphDataset`` whose shards are plain numpy arrays in RAM: the in-RAM ceiling."""
-
-    def __init__(self, store: Any, progress: Progress = _plain) -> None:
-        super().__init__(store)
-        self.ram = _RamSource(self.store, progress)
-
-    def _source(self) -> _RamSource:  # type: ignore[override]
-        return self.ram
-
-
-def pyg_dataset(ram: InRamDataset) -> Any:
-    """A PyG ``InMemoryDataset`` holding the whole store (built directly from the CSR arrays);
-    raises ImportError without torch-geometric."""
+def pyg_dataset(store: GraphStore) -> Any:
+    """A PyG ``InMemoryDataset`` holding the whole store (its CSR arrays concatenated field by
+    field); raises ImportError without torch-geometric."""
     import torch
     from torch_geometric.data import Data, InMemoryDataset
 
-    shards = ram.ram.shards
-    cat = {
-        k: torch.from_numpy(
-            np.concatenate([s[k] for s in shards], axis=1 if k == "edge_index" else 0)
-        )
-        for k in ("x", "vehicle_id", "edge_attr", "intersection", "sim_time")
-    }
-    cat["edge_index"] = torch.from_numpy(
-        np.concatenate([s["edge_index"] for s in shards], axis=1).astype(np.int64)
-    )
-    sizes = ram.size_index()
+    def cat(name: str) -> Any:
+        parts = [store.shard_arrays(k)[name] for k in range(store.num_shards)]
+        return torch.from_numpy(np.concatenate(parts, axis=1 if name == "edge_index" else 0))
+
+    data = {k: cat(k) for k in ("x", "vehicle_id", "edge_attr", "intersection", "sim_time")}
+    data["edge_index"] = cat("edge_index").long()
+    sizes = store.size_index()
     node_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.nodes)]))
     edge_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.edges)]))
     graph_ptr = torch.arange(len(sizes) + 1)
@@ -143,6 +121,6 @@ def pyg_dataset(ram: InRamDataset) -> Any:
     class Store(InMemoryDataset):
         def __init__(self) -> None:
             super().__init__(root=None)
-            self._data, self.slices = Data(**cat), slices
+            self._data, self.slices = Data(**data), slices
 
     return Store()

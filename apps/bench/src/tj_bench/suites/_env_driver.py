@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tj_bench.measure import MIB, tree_pss
+from tj_bench.measure import MIB
 from tj_bench.suites._env_worker import PROBE, RESULT
+from tj_monitor import tree_memory
 
 __all__ = ["WORKER", "ScenarioFiles", "build_scenarios", "check_sumo_rl", "run_episode"]
 
@@ -83,7 +84,7 @@ def run_episode(
             assert proc.stdin is not None and proc.stdout is not None
             for line in proc.stdout:
                 if PROBE in line:
-                    pss = tree_pss(proc.pid)
+                    pss = tree_memory(proc.pid).pss
                     proc.stdin.write("read\n")
                     proc.stdin.flush()
                 elif RESULT in line:

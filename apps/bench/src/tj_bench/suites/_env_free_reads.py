@@ -18,6 +18,7 @@ from typing import Any
 
 import traci.constants as tc
 
+from tj_rl.control import Policy
 from tj_rl.env.session import LightReads, SumoSession
 
 __all__ = ["record_reads", "replay_reads"]
@@ -34,11 +35,10 @@ def _when(session: SumoSession) -> tuple[float, float]:
     return float(sim[tc.VAR_TIME]), float(sim[tc.VAR_MIN_EXPECTED_VEHICLES])
 
 
-def record_reads(
-    make_env: Callable[[], Any], seed: int, policy: Callable[[dict, Any], dict]
-) -> Record:
-    """Run one full episode with the real reader; return every read with its ``_when``."""
-    import numpy as np
+def record_reads(make_env: Callable[[], Any], seed: int, policy: Policy) -> Record:
+    """Run one full episode of ``policy`` with the real reader (``tj_rl.eval.run_episode``);
+    return every read with its ``_when``."""
+    from tj_rl.eval import run_episode
 
     reads: Record = []
     original = SumoSession.read_lights
@@ -51,12 +51,7 @@ def record_reads(
     SumoSession.read_lights = recording  # type: ignore[method-assign]
     env = make_env()
     try:
-        obs, _ = env.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        while True:
-            obs, _, _, trunc, _ = env.step(policy(obs, rng))
-            if trunc["__all__"]:
-                break
+        run_episode(env, policy, 0, seed)
     finally:
         env.close()
         SumoSession.read_lights = original  # type: ignore[method-assign]

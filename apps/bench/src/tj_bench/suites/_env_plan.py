@@ -7,7 +7,7 @@ A cell is one env on one setting; every cell runs once per round, and round i us
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -22,7 +22,6 @@ __all__ = [
     "Cell",
     "episode_figures",
     "paired_figures",
-    "parse_list",
     "plan_cells",
     "runs_on",
 ]
@@ -35,19 +34,6 @@ SUMO_RL = "sumo-rl"
 
 Better = Literal["lower", "higher"] | None
 FigureValue = tuple[float, str, Better]  # value, unit, better
-
-
-def parse_list(raw: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
-    """``"a,b"`` -> ``("a", "b")``: comma-separated, each in ``allowed``, none twice."""
-    items = tuple(x.strip() for x in raw.split(",") if x.strip())
-    if not items:
-        raise ValueError(f"{what}: at least one of {', '.join(allowed)}")
-    bad = [x for x in items if x not in allowed]
-    if bad:
-        raise ValueError(f"{what}: unknown {bad}; choose from {', '.join(allowed)}")
-    if len(set(items)) != len(items):
-        raise ValueError(f"{what}: listed twice in {raw!r}")
-    return items
 
 
 def runs_on(impl: str, backend: str) -> bool:

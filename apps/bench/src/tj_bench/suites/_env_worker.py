@@ -18,6 +18,7 @@ On libsumo it also times the CPU spent inside ``simulationStep`` (SUMO's own wor
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -32,7 +33,7 @@ from typing import Any
 # ~25 ms import into the timed window of the side that had not imported it yet (sumo-rl's).
 import psutil
 
-__all__ = ["FREE_READS", "PROBE", "RESULT", "SumoClock", "random_feasible", "tj_env_config"]
+__all__ = ["FREE_READS", "PROBE", "RESULT", "SumoClock", "tj_env_config"]
 
 PROBE = "tj-bench-env:probe"  # worker -> driver: read my tree's PSS now, then answer a line
 RESULT = "tj-bench-env:result "  # worker -> driver: the episode's JSON follows on this line
@@ -81,15 +82,6 @@ class SumoClock:
     def reset(self) -> None:
         if self.seconds is not None:
             self.seconds = 0.0
-
-
-def random_feasible(obs: dict, rng: Any) -> dict[str, int]:
-    """tj-rl's side: a uniformly random feasible green per agent."""
-    acts = {}
-    for agent, o in obs.items():
-        feasible = o["action_mask"].nonzero()[0]
-        acts[agent] = int(feasible[rng.integers(len(feasible))])
-    return acts
 
 
 def tj_env_config(s: dict[str, Any]) -> Any:
@@ -147,28 +139,27 @@ def _free_reads() -> ModuleType:
 
 
 def run_tj(s: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
-
+    """tj-rl's side: tj-rl's ``RandomPolicy`` (a uniformly random feasible green per light)."""
+    from tj_rl.control import RandomPolicy
     from tj_rl.env import Scenario, TrafficSignalCore
 
     sc = Scenario.from_sumocfg(s["sumocfg"], end=s["seconds"])
     cfg = tj_env_config(s)
     if s["variant"] == FREE_READS:  # the ablation: record this episode's reads, then replay them
         fr = _free_reads()
-        fr.replay_reads(
-            fr.record_reads(lambda: TrafficSignalCore(cfg, scenario=sc), s["seed"], random_feasible)
-        )
+        make = functools.partial(TrafficSignalCore, cfg, scenario=sc)
+        fr.replay_reads(fr.record_reads(make, s["seed"], RandomPolicy(s["seed"])))
     clock = SumoClock(s["backend"])
     t0 = time.perf_counter()
     env = TrafficSignalCore(cfg, scenario=sc)
-    obs, _ = env.reset(seed=s["seed"])
-    rng = np.random.default_rng(s["seed"])
+    obs, infos = env.reset(seed=s["seed"])
+    policy = RandomPolicy(s["seed"])
     clock.reset()
     c1 = cpu_seconds()  # read outside the wall-time window
     t1 = time.perf_counter()
     steps, probe = 0, None
     while True:
-        obs, _, _, trunc, _ = env.step(random_feasible(obs, rng))
+        obs, _, _, trunc, infos = env.step(policy.compute_actions(obs, infos))
         steps += 1
         if probe is None and env.sim_time + 2 * s["delta"] > s["seconds"]:  # SUMO still running
             probe = _probe()

@@ -5,8 +5,8 @@
 A fresh process per (preset, component, device, precision) keeps one measurement's allocator
 caches and thread pools out of the next one's memory delta. The result is one JSON line on stdout.
 
-Memory: the child's USS and PSS (tj-monitor's ``tree_memory``, smaps_rollup) polled every 2 ms
-by a thread; the delta is the peak during warm-up + timed steps minus the value after the model
+Memory: the child's USS and PSS (tj-monitor's ``PeakPssSampler``, smaps_rollup) polled every
+2 ms by a thread; the delta is the peak during warm-up + timed steps minus the value after the model
 and the batch were built and one small step ran, i.e. activations + gradients of one step (no
 optimizer state). tracemalloc cannot see torch's allocations, hence USS/PSS. On CUDA also
 ``torch.cuda.max_memory_allocated`` above the allocation before the steps.
@@ -18,11 +18,13 @@ import gc
 import json
 import subprocess
 import sys
-import threading
 import time
+from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPONENTS", "PHASE", "PRECISIONS", "measure", "run_child"]
+from tj_monitor import PeakPssSampler, TreeMemory
+
+__all__ = ["COMPONENTS", "PHASE", "PRECISIONS", "measure", "run_child", "save_windows"]
 
 COMPONENTS = ("gnn", "world_model", "world_model+ckpt", "controller", "shield")
 PHASE = {"gnn": 1, "world_model": 1, "world_model+ckpt": 1, "controller": 3, "shield": 3}
@@ -31,27 +33,35 @@ POLL_S = 0.002
 MIB = 2**20
 
 
-class _PeakTree(threading.Thread):
-    """Peak USS and PSS of this process (and any children) while running."""
+class _PeakTree(PeakPssSampler):
+    """tj-monitor's ``PeakPssSampler`` (PSS read on every poll) that keeps the peak USS too;
+    ``base_uss`` / ``base_pss``: the tree when it was made."""
 
     def __init__(self) -> None:
-        super().__init__(daemon=True, name="tj-bench-peak-uss")
-        from tj_monitor import tree_memory
-
-        self._read = tree_memory
-        first = tree_memory()
+        super().__init__(POLL_S)
+        self.peak_uss = 0
+        first = self.sample()
         self.base_uss, self.base_pss = first.uss, first.pss
-        self.peak_uss, self.peak_pss = first.uss, first.pss
-        self.stop = threading.Event()
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            tree = self._read()
-            self.peak_uss, self.peak_pss = (
-                max(self.peak_uss, tree.uss),
-                max(self.peak_pss, tree.pss),
-            )
-            time.sleep(POLL_S)
+    def sample(self) -> TreeMemory:
+        tree = super().sample()
+        self.peak_uss = max(self.peak_uss, tree.uss)
+        return tree
+
+
+def save_windows(path: Path, graphs: int, vehicles: float, steps: int) -> Path:
+    """Build the suite's two windows once, for the children to load: ``full`` (seed 1,
+    ``graphs`` intersections) and ``small`` (seed 2, one, for the untimed first step), each
+    ``steps`` PyG batches of ``tj_models.synthetic`` traffic with Poisson(``vehicles``) vehicles
+    on the approaches at the first step."""
+    import torch
+
+    from tj_models.synthetic import SyntheticTrafficConfig, collate_windows, synthetic_windows
+
+    cfg = SyntheticTrafficConfig(steps=steps, warmup_steps=0, initial_vehicles=vehicles)
+    torch.save({name: collate_windows(synthetic_windows(cfg, streams=n, window=steps, seed=seed))
+                for name, n, seed in (("full", graphs, 1), ("small", 1, 2))}, path)  # fmt: skip
+    return path
 
 
 def _step_fn(agent: Any, component: str, t_in: int, encoded: dict[int, Any]) -> Any:
@@ -88,7 +98,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one measurement in this process; returns a JSON-able result (``spec`` included)."""
     import torch
 
-    from tj_bench.suites._models_window import load_windows
     from tj_models import TrafficAgent
 
     if spec["threads"]:
@@ -100,7 +109,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     agent = TrafficAgent.preset(spec["preset"]).to(device)
     agent.freeze_for_phase(PHASE[component])
     agent.set_activation_checkpointing(component == "world_model+ckpt")
-    windows = load_windows(spec["windows"])
+    windows = torch.load(spec["windows"], weights_only=False)  # save_windows' file
     small, full = ([s.to(device) for s in windows[k]] for k in ("small", "full"))
     del windows
     encoded: dict[int, Any] = {}
@@ -119,9 +128,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         alloc0 = torch.cuda.memory_allocated()
-    sampler = _PeakTree()
-    sampler.start()
-    with autocast:
+    with _PeakTree() as sampler, autocast:
         for _ in range(spec["warmup"]):
             step(full)
         if cuda:
@@ -132,8 +139,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         if cuda:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
-    sampler.stop.set()
-    sampler.join()
     counts = agent.parameter_counts()
     result = {
         **spec,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import Suite, SuiteContext, parse_counts
 from tj_bench.suites._cache_cases import (
     CacheLike,
     DiskcacheLRU,
@@ -48,13 +48,7 @@ HIT_SHARE = 0.8  # share of gets drawn from the newer half of the keys
 
 def parse_sizes(text: str) -> list[int]:
     """``"64,1024"`` (KiB) -> ``[65536, 1048576]`` bytes."""
-    try:
-        sizes = [int(s) * 1024 for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ValueError(f"sizes_kib={text!r}: expected comma-separated integers") from None
-    if not sizes or min(sizes) < 1:
-        raise ValueError(f"sizes_kib={text!r}: expected positive sizes in KiB")
-    return sizes
+    return [kib * 1024 for kib in parse_counts(text, "sizes_kib")]
 
 
 def put_get(

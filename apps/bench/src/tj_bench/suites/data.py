@@ -21,32 +21,25 @@ from typing import Any
 import numpy as np
 
 from tj_bench.measure import MIB, timed
-from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
-from tj_bench.suites._data_baselines import (
-    InRamDataset,
-    JsonChunkReader,
-    pyg_dataset,
-    write_json_chunks,
-)
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, parse_list, sized_help
+from tj_bench.suites._data_baselines import JsonChunkReader, in_ram, pyg_dataset, write_json_chunks
 from tj_bench.suites._data_pss import DATASETS, pss_run
 from tj_bench.suites._data_read import Reader, batch_reader, collate_cases, streaming_reader
-from tj_bench.suites._data_store import dir_bytes, warm_page_cache, write_stores
+from tj_bench.suites._data_store import dir_bytes, warm_page_cache
 
 __all__ = ["SUITE", "run"]
 
 OPTIONS: SizedOptions = {
     "size_gb": (2.0, 0.005, "size of the generated store (GB of stored arrays, per backend)"),
-    "shard_size": (8192, 1024, "samples per shard"),
-    "batch_size": (32, 32, "samples per batch"),
+    "shard_size": (8192, 1024, "samples per shard"), "batch_size": (32, 32, "samples per batch"),
     "batches": (300, 20, "random batches per reader and repetition"),
     "json_chunks": (20, 2, "JSON chunks written for the seed baseline"),
     "json_chunk_size": (1000, 100, "samples per JSON chunk"),
     "json_batches": (6, 2, "batches read from the JSON chunks per repetition (slow)"),
     "collate_batches": (200, 20, "batches collated per repetition (collate vs PyG)"),
-    "workers": (2, 2, "DataLoader workers in the memory runs"),
-    "pss_epochs": (3, 1, "epochs per DataLoader memory run (0: no memory runs)"),
+    "workers": (2, 2, "DataLoader workers in the memory runs"), "pss_epochs": (3, 1, "epochs per DataLoader memory run (0: no memory runs)"),
     "pss_datasets": ("mmap,chunked", "mmap,chunked", f"memory runs, from {','.join(DATASETS)}"),
-}
+}  # fmt: skip
 
 PYG_MISSING = "torch-geometric is not installed (tj-bench's `compare` extra)"
 
@@ -98,7 +91,7 @@ def _cases(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> _Case
         lambda: import_json_chunks(json_root, ctx.workdir / "imported", progress=False)
     )
     ctx.record("json_import/samples_per_s", len(jr) / import_s, unit="samples/s", better="higher")
-    ram = InRamDataset(paths["npy"], ctx.progress)
+    ram = in_ram(paths["npy"], ctx.progress)
     warm_page_cache(paths["npy"], paths["hdf5"])
 
     rng = np.random.default_rng(0)
@@ -117,7 +110,7 @@ def _cases(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> _Case
         "streaming": streaming_reader(stream, o["batches"]),
     }  # fmt: skip
     try:
-        pyg = pyg_dataset(ram)
+        pyg = pyg_dataset(ram.store)
     except ImportError:
         ctx.unavailable("pyg", PYG_MISSING)
     else:
@@ -155,10 +148,7 @@ def _read(ctx: SuiteContext, cases: _Cases, n: int) -> None:
 
 
 def _pss(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> None:
-    names = [s.strip() for s in o["pss_datasets"].split(",") if s.strip()]
-    bad = [s for s in names if s not in DATASETS]
-    if bad:
-        raise ValueError(f"--set data.pss_datasets: unknown {bad}; choose from {DATASETS}")
+    names = parse_list(o["pss_datasets"], DATASETS, "--set data.pss_datasets")
     for _ in ctx.repetitions("DataLoader memory"):
         for name in names:  # interleaved, each in a fresh process
             store = paths["hdf5"] if name == "hdf5" else paths["npy"]
@@ -178,9 +168,11 @@ def _pss(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> None:
 def run(ctx: SuiteContext) -> None:
     o = ctx.sized_options(OPTIONS)
     paths = {"npy": ctx.workdir / "store-npy", "hdf5": ctx.workdir / "store-hdf5"}
-    _, gen_s = timed(lambda: write_stores(paths, o["size_gb"], o["shard_size"],
-                                          progress=ctx.progress))  # fmt: skip
     from tj_data import MmapGraphDataset
+    from tj_data.synthetic import write_synthetic
+
+    _, gen_s = timed(lambda: write_synthetic(paths, size_gb=o["size_gb"],
+                                             shard_size=o["shard_size"], progress=ctx.progress))  # fmt: skip
 
     _store_facts(ctx, MmapGraphDataset(paths["npy"]), paths, gen_s)
     cases = _cases(ctx, o, paths)
@@ -206,9 +198,7 @@ def run(ctx: SuiteContext) -> None:
 
 
 SUITE = Suite(
-    name="data",
+    name="data", run=run, options=sized_help(OPTIONS),
     summary="tj-data read + collate throughput (mmap / HDF5 / chunked / streaming vs in-RAM, "
-    "PyG, seed JSON) and DataLoader PSS per epoch",
-    run=run,
-    options=sized_help(OPTIONS),
-)
+            "PyG, seed JSON) and DataLoader PSS per epoch",
+)  # fmt: skip

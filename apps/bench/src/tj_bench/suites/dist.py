@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import Suite, SuiteContext, parse_counts
 from tj_bench.suites._dist_accumulate import VARIANTS, run_accumulation
 from tj_bench.suites._dist_checkpoint import checkpoint_round, make_state
 
@@ -27,11 +27,8 @@ OPTIONS = {
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``"64,256"`` -> ``[64, 256]``; sizes must be positive integers."""
-    sizes = [int(s) for s in text.split(",") if s.strip()]
-    if not sizes or any(s < 1 for s in sizes):
-        raise ValueError(f"sizes_mib: expected positive integers, got {text!r}")
-    return sizes
+    """``"64,256"`` -> ``[64, 256]`` (MiB); sizes must be positive integers."""
+    return parse_counts(text, "sizes_mib")
 
 
 def accumulation_ratios(no_ddp: float, no_sync: float, sync_each: float) -> dict[str, float]:

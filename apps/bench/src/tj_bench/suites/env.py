@@ -19,13 +19,14 @@ env.sumo_rl_python=PATH`` names an interpreter that has it (with psutil and SUMO
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, parse_list, sized_help
 from tj_bench.suites._env_driver import (
     ScenarioFiles,
     build_scenarios,
@@ -40,7 +41,6 @@ from tj_bench.suites._env_plan import (
     Cell,
     episode_figures,
     paired_figures,
-    parse_list,
     plan_cells,
     runs_on,
 )
@@ -49,6 +49,23 @@ from tj_bench.suites._env_worker import tj_env_config
 
 __all__ = ["SUITE", "EnvSettings", "settings_from"]
 
+OPTIONS: SizedOptions = {  # read by settings_from; run records its own settings
+    "variants": ("numpy,numba,numba+native", "numpy", "tj-rl variants, comma-separated: "
+                 + ", ".join(VARIANTS) + " (+native: compiled reader, libsumo only; "
+                 "numba-free-reads: reads that cost nothing)"),
+    "scenarios": (",".join(SCENARIOS), "default",
+                  "comma-separated: default (1 light), grid (NxN, light), grid-heavy"),
+    "backends": (",".join(BACKENDS), ",".join(BACKENDS), "comma-separated: libsumo, traci"),
+    "outputs": ("off,on", "off", "SUMO metric outputs, comma-separated: off (training), on (evaluation)"),
+    "seconds": (1800.0, 300.0, "episode length in simulated s"),
+    "delta": (10.0, 10.0, "decision interval in s"), "yellow": (3.0, 3.0, "yellow time in s"),
+    "all_red": (0.0, 0.0, "tj-rl's all-red in s (0: sumo-rl has none; 2 is tj-rl's default)"),
+    "seed": (7, 7, "SUMO and action seed of round 0; round i uses seed + i"),
+    "grid": (3, 3, "N of the NxN grid scenarios"), "grid_rate": (1200.0, 1200.0, "demand of the grid scenario in veh/h"),
+    "grid_heavy_rate": (4800.0, 4800.0, "demand of the grid-heavy scenario in veh/h"),
+    "sumo_rl_python": ("", "", "interpreter of an environment with sumo-rl: adds the sumo-rl cells"),
+}  # fmt: skip
+LISTS = {"variants": VARIANTS, "scenarios": SCENARIOS, "backends": BACKENDS, "outputs": OUTPUTS}
 INSTALL = (
     "install sumo-rl in a scratch environment outside the repo (sumo-rl, psutil and the "
     "eclipse-sumo, libsumo, traci and sumolib 1.28 wheels) and pass its interpreter with "
@@ -76,67 +93,27 @@ class EnvSettings:
 
     def worker(self, cell: Cell, files: ScenarioFiles, seed: int) -> dict[str, Any]:
         """The settings one worker process gets for ``cell`` in the round of ``seed``."""
-        return {
-            "impl": "sumo-rl" if cell.is_sumo_rl else "tj-rl",
-            "variant": cell.impl,
-            "backend": cell.backend,
-            "outputs": cell.outputs,
-            "sumocfg": files.sumocfg,
-            "net": files.net,
-            "routes": files.routes,
-            "seconds": self.seconds,
-            "delta": self.delta,
-            "yellow": self.yellow,
-            "all_red": self.all_red,
-            "seed": seed,
-        }
+        return {"impl": "sumo-rl" if cell.is_sumo_rl else "tj-rl", "variant": cell.impl,
+                "backend": cell.backend, "outputs": cell.outputs, "sumocfg": files.sumocfg,
+                "net": files.net, "routes": files.routes, "seconds": self.seconds,
+                "delta": self.delta, "yellow": self.yellow, "all_red": self.all_red, "seed": seed}  # fmt: skip
 
 
 def settings_from(ctx: SuiteContext) -> EnvSettings:
     """Options with the old script's defaults; quick: one short episode of the embedded
     scenario, the numpy kernel, SUMO outputs off, libsumo and traci (seconds each)."""
-    q = ctx.quick
-    s = EnvSettings(
-        variants=parse_list(
-            ctx.option("variants", "numpy" if q else "numpy,numba,numba+native"),
-            VARIANTS,
-            "env.variants",
-        ),
-        scenarios=parse_list(
-            ctx.option("scenarios", "default" if q else ",".join(SCENARIOS)),
-            SCENARIOS,
-            "env.scenarios",
-        ),
-        backends=parse_list(ctx.option("backends", ",".join(BACKENDS)), BACKENDS, "env.backends"),
-        outputs=parse_list(ctx.option("outputs", "off" if q else "off,on"), OUTPUTS, "env.outputs"),
-        seconds=ctx.option("seconds", 300.0 if q else 1800.0),
-        delta=ctx.option("delta", 10.0),
-        yellow=ctx.option("yellow", 3.0),
-        all_red=ctx.option("all_red", 0.0),
-        seed=ctx.option("seed", 7),
-        grid=ctx.option("grid", 3),
-        grid_rate=ctx.option("grid_rate", 1200.0),
-        grid_heavy_rate=ctx.option("grid_heavy_rate", 4800.0),
-        sumo_rl_python=ctx.option("sumo_rl_python", ""),
-    )
+    o = {k: ctx.option(k, quick if ctx.quick else full) for k, (full, quick, _) in OPTIONS.items()}
+    lists = {k: parse_list(o[k], allowed, f"env.{k}") for k, allowed in LISTS.items()}
+    s = EnvSettings(**o | lists)
     if s.seconds <= 2 * s.delta or s.grid < 1:
         raise ValueError(
             f"env: seconds ({s.seconds}) must exceed two decisions ({2 * s.delta}) "
             f"and grid ({s.grid}) be >= 1"
         )
-    for v in s.variants:  # EnvConfig's own checks (timings, reader vs backend) before any run
-        for b in s.backends:
-            if runs_on(v, b):
-                tj_env_config(
-                    {
-                        "variant": v,
-                        "backend": b,
-                        "outputs": "off",
-                        "delta": s.delta,
-                        "yellow": s.yellow,
-                        "all_red": s.all_red,
-                    }
-                )
+    for v, b in itertools.product(s.variants, s.backends):  # EnvConfig's own checks first
+        if runs_on(v, b):
+            tj_env_config({"variant": v, "backend": b, "outputs": "off", "delta": s.delta,
+                           "yellow": s.yellow, "all_red": s.all_red})  # fmt: skip
     return s
 
 
@@ -259,25 +236,7 @@ def _load() -> float:
 
 
 SUITE = Suite(
-    name="env",
+    name="env", run=run, options=sized_help(OPTIONS),
     summary="tj-rl env speed (sim-s/s, steps/s) and PSS per kernel and reader, libsumo and "
-    "traci, the free-reads ceiling, and sumo-rl on the same scenarios when given",
-    run=run,
-    options={
-        "variants": "tj-rl variants, comma-separated: "
-        + ", ".join(VARIANTS)
-        + " (+native: compiled reader, libsumo only; numba-free-reads: reads that cost nothing)",
-        "scenarios": "comma-separated: default (1 light), grid (NxN, light), grid-heavy",
-        "backends": "comma-separated: libsumo, traci",
-        "outputs": "SUMO metric outputs, comma-separated: off (training), on (evaluation)",
-        "seconds": "episode length in simulated s (default 1800; quick 300)",
-        "delta": "decision interval in s (10)",
-        "yellow": "yellow time in s (3)",
-        "all_red": "tj-rl's all-red in s (0: sumo-rl has none; 2 is tj-rl's default)",
-        "seed": "SUMO and action seed of round 0; round i uses seed + i (7)",
-        "grid": "N of the NxN grid scenarios (3)",
-        "grid_rate": "demand of the grid scenario in veh/h (1200)",
-        "grid_heavy_rate": "demand of the grid-heavy scenario in veh/h (4800)",
-        "sumo_rl_python": "interpreter of an environment with sumo-rl: adds the sumo-rl cells",
-    },
-)
+            "traci, the free-reads ceiling, and sumo-rl on the same scenarios when given",
+)  # fmt: skip

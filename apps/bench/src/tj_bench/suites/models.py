@@ -1,7 +1,7 @@
 """Suite ``models``: forward+backward throughput and peak memory of each tj-models component.
 
-Batches of 32 graphs of ~15 vehicles (``_models_window``); the world model reads windows of 4 input
-steps + 1 target step. Every (preset, component, device, precision) measurement runs in a fresh
+Batches of 32 graphs of ~15 vehicles (``tj_models.synthetic`` traffic); the world model reads
+windows of 4 input steps + 1 target step. Every (preset, component, device, precision) measurement runs in a fresh
 child process (``_models_child``), the children interleaved repetition by repetition, so that the
 activation-checkpointing comparison (``world_model+ckpt`` against ``world_model``) is taken in
 the same repetition under the same load. CPU runs in fp32; with CUDA the same children also run
@@ -11,37 +11,26 @@ on the GPU in fp32, fp16 and (where the GPU has it natively) bf16 autocast.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
-from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._models_child import COMPONENTS, PRECISIONS, run_child
-from tj_bench.suites._models_window import save_windows
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
+from tj_bench.suites._models_child import COMPONENTS, PRECISIONS, run_child, save_windows
 
-__all__ = ["SUITE", "figure", "parse_choices", "ratio", "targets"]
+__all__ = ["SUITE", "figure", "ratio", "targets"]
 
+SIZED: SizedOptions = {
+    "graphs": (32, 8, "graphs (intersections) per batch"),
+    "vehicles": (15.0, 15.0, "mean vehicles per graph, Poisson"),
+    "input_steps": (4, 4, "world-model input steps per window"),
+    "iters": (5, 2, "timed fwd+bwd steps per measurement"),
+    "warmup": (2, 1, "untimed fwd+bwd steps before them"), "threads": (0, 1, "torch intra-op threads per child (0: torch's default)"),
+}  # fmt: skip
 OPTIONS = {
     "presets": "comma-separated TrafficAgent presets (default tiny,normal; quick: tiny)",
     "components": f"comma-separated components (default all: {','.join(COMPONENTS)})",
-    "graphs": "graphs (intersections) per batch (default 32; quick: 8)",
-    "vehicles": "mean vehicles per graph, Poisson (default 15)",
-    "input_steps": "world-model input steps per window (default 4)",
-    "iters": "timed fwd+bwd steps per measurement (default 5; quick: 2)",
-    "warmup": "untimed fwd+bwd steps before them (default 2; quick: 1)",
-    "threads": "torch intra-op threads per child (default 0: torch's default; quick: 1)",
     "cuda": "also measure on CUDA when a device is present (default true)",
+    **sized_help(SIZED),
 }
-
-
-def parse_choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
-    """``"a,b"`` -> ``["a", "b"]``, each one of ``allowed``; an unknown name is an error."""
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in items if s not in allowed]
-    if unknown or not items:
-        raise ValueError(
-            f"{what}: unknown or empty {unknown or text!r}; choose from {list(allowed)}"
-        )
-    return items
 
 
 def targets(cuda: bool, bf16: bool) -> list[tuple[str, str]]:
@@ -60,15 +49,6 @@ def figure(preset: str, component: str, device: str, precision: str, what: str) 
 def ratio(num: float, den: float) -> float:
     """``num / den``; NaN when the denominator is not positive (a delta of zero)."""
     return num / den if den > 0 else math.nan
-
-
-def _bf16_native() -> bool:
-    import torch
-
-    try:
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    except TypeError:  # older torch: no emulation flag
-        return bool(torch.cuda.is_bf16_supported())
 
 
 def _record(ctx: SuiteContext, r: dict[str, Any]) -> None:
@@ -94,36 +74,28 @@ def _record_checkpointing(ctx: SuiteContext, preset: str, device: str, precision
     ctx.record(f"{base}/memory_ratio", ratio(ckpt[mem], plain[mem]), unit="x", better="lower")
 
 
-SIZES = {  # option: (default, quick)
-    "graphs": (32, 8), "vehicles": (15.0, 15.0), "input_steps": (4, 4), "iters": (5, 2),
-    "warmup": (2, 1), "threads": (0, 1),
-}  # fmt: skip
-
-
 def _gpu(ctx: SuiteContext) -> tuple[bool, bool]:
     """(measure on CUDA, with bf16); says in ``unavailable`` what is left out and why."""
     want = ctx.option("cuda", True)
-    cuda = want and ctx.cuda
-    bf16 = cuda and _bf16_native()
-    if not cuda:
+    if not (want and ctx.cuda):
         why = "no CUDA device" if want else "disabled (--set models.cuda=false)"
         ctx.unavailable("cuda", f"{why}: GPU columns (fp16/bf16) not measured")
-    elif not bf16:
+        return False, False
+    from tj_dist import choose_precision
+
+    bf16 = choose_precision("auto", "cuda").precision == "bf16"  # where it is native only
+    if not bf16:
         ctx.unavailable("cuda-bf16", "the GPU has no native bf16 (compute capability < 8.0)")
-    return cuda, bf16
+    return True, bf16
 
 
 def run(ctx: SuiteContext) -> None:
     from tj_models import PRESETS
 
-    presets = parse_choices(ctx.option("presets", "tiny" if ctx.quick else "tiny,normal"),
-                            PRESETS, "presets")  # fmt: skip
-    components = parse_choices(ctx.option("components", ",".join(COMPONENTS)), COMPONENTS,
-                               "components")  # fmt: skip
-    base: dict[str, Any] = {k: ctx.option(k, quick if ctx.quick else full)
-                            for k, (full, quick) in SIZES.items()}  # fmt: skip
-    for key, value in {**base, "presets": ",".join(presets)}.items():
-        ctx.param(key, value)
+    presets = ctx.choices("presets", "tiny" if ctx.quick else "tiny,normal", PRESETS)
+    components = ctx.choices("components", ",".join(COMPONENTS), COMPONENTS)
+    base = ctx.sized_options(SIZED)
+    ctx.param("presets", ",".join(presets))
     cuda, bf16 = _gpu(ctx)
     base["windows"] = str(save_windows(ctx.workdir / "windows.pt", base["graphs"],
                                        base["vehicles"], base["input_steps"] + 1))  # fmt: skip
@@ -162,9 +134,7 @@ def run(ctx: SuiteContext) -> None:
 
 
 SUITE = Suite(
-    name="models",
+    name="models", run=run, options=OPTIONS,
     summary="tj-models fwd+bwd throughput, peak USS/PSS and activation-checkpointing cost per "
-    "preset and precision (CPU fp32; CUDA fp32/fp16/bf16 when present)",
-    run=run,
-    options=OPTIONS,
-)
+            "preset and precision (CPU fp32; CUDA fp32/fp16/bf16 when present)",
+)  # fmt: skip

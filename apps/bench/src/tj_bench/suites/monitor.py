@@ -11,28 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_bench.suites._monitor_cost import READINGS, per_sample_costs, sampling_run
 from tj_bench.suites._monitor_tree import held_heap, worker_children
 
 __all__ = ["SUITE", "TARGET_PCT_CORE"]
 
 TARGET_PCT_CORE = 1.0
+SIZED: SizedOptions = {
+    "duration": (20.0, 2.0, "seconds per monitor run"), "interval": (1.0, 0.5, "monitor interval_s"),
+    "children": (4, 1, "worker-like child processes"), "child_mib": (256, 32, "MiB each child holds"),
+    "main_mib": (1024, 64, "MiB of heap this process holds"),
+    "samples": (30, 5, "interleaved rounds per single-reading cost"),
+}  # fmt: skip
 OPTIONS = {
-    "duration": "seconds per monitor run (default 20; quick: 2)",
-    "interval": "monitor interval_s (default 1.0; quick: 0.5)",
+    **sized_help(SIZED),
     "max_cpu_fraction": "PSS budget of the default configuration (default: MonitorConfig's)",
-    "children": "worker-like child processes (default 4; quick: 1)",
-    "child_mib": "MiB each child holds (default 256; quick: 32)",
-    "main_mib": "MiB of heap this process holds (default 1024; quick: 64)",
     "torch": "import torch in this process, as a trainer does (default true)",
-    "samples": "interleaved rounds per single-reading cost (default 30; quick: 5)",
 }
 CONFIGS = ("default", "pss_every_sample")
-SIZES = {  # option: (default, quick)
-    "duration": (20.0, 2.0), "interval": (1.0, 0.5), "children": (4, 1), "child_mib": (256, 32),
-    "main_mib": (1024, 64), "samples": (30, 5),
-}  # fmt: skip
 
 
 def _repetition(ctx: SuiteContext, o: dict[str, Any], fraction: float) -> None:
@@ -51,12 +48,11 @@ def _repetition(ctx: SuiteContext, o: dict[str, Any], fraction: float) -> None:
 def run(ctx: SuiteContext) -> None:
     from tj_monitor import MonitorConfig, tree_memory
 
-    o = {k: ctx.option(k, quick if ctx.quick else full) for k, (full, quick) in SIZES.items()}
+    o = ctx.sized_options(SIZED)
     fraction = ctx.option("max_cpu_fraction", MonitorConfig().max_cpu_fraction)
+    ctx.param("max_cpu_fraction", fraction)
     if ctx.option("torch", True):
         import torch  # noqa: F401 - a realistic host: torch's mappings make smaps_rollup slower
-    for key, value in {**o, "max_cpu_fraction": fraction}.items():
-        ctx.param(key, value)
     heap = held_heap(o["main_mib"])
     with worker_children(o["children"], o["child_mib"]):
         tree = tree_memory()
@@ -74,9 +70,7 @@ def run(ctx: SuiteContext) -> None:
 
 
 SUITE = Suite(
-    name="monitor",
+    name="monitor", run=run, options=OPTIONS,
     summary="tj-monitor: MemoryMonitor's sampling-thread CPU (default PSS budget vs PSS on every "
-    "sample) and the CPU of single readings, in a tree of worker-like processes",
-    run=run,
-    options=OPTIONS,
-)
+            "sample) and the CPU of single readings, in a tree of worker-like processes",
+)  # fmt: skip

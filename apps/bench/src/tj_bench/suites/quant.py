@@ -1,9 +1,11 @@
 """Suite ``quant``: what tj-data's quantisation saves and what it costs.
 
-A traffic-like float32 store (``_quant_data``) is summarised exactly (``compute_statistics``,
+A traffic-like float32 store (``tj_data.synthetic``'s traffic blocks: snapshot columns, ranges
+and outliers like recorded traffic, fixed seed) is summarised exactly (``compute_statistics``,
 timed) and quantised with ``quantize_store``: x and y_next to int8, fitted on min/max and on the
-0.1/99.9 percentiles, edge_attr to float16. Recorded: bytes on disk per field and their ratio,
-the max / mean absolute error per column (every value decoded and compared), and, from the
+0.1/99.9 percentiles, edge_attr to float16. Recorded: bytes per field and their ratio (the
+quantisation report's), the max / mean absolute error per column (every value decoded and
+compared), and, from the
 min/max store, bytes per batch and collate time with ``dequantize="host"`` (float32 crosses the
 bus) against ``"device"`` (int8/float16 cross, decoded by ``batch.dequantize()`` after
 ``.to(device)``), interleaved. Where CUDA exists, the transfer plus decode is timed as well.
@@ -19,23 +21,23 @@ import numpy as np
 
 from tj_bench.measure import interleaved, timed
 from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._quant_data import COLUMN_UNITS, RANGES, field_bytes, generate
-from tj_data import (
-    GraphBatch,
-    GraphStore,
-    MmapGraphDataset,
-    QuantizeReport,
-    compute_statistics,
-    quantize_store,
-)
+from tj_data import GraphBatch, MmapGraphDataset, QuantizeReport, compute_statistics, quantize_store
+from tj_data.synthetic import write_synthetic
 
-__all__ = ["SUITE", "run"]
+__all__ = ["COLUMN_UNITS", "SUITE", "run"]
 
 FIELDS = {"x": "int8", "y_next": "int8", "edge_attr": "float16"}
 PERCENTILES = (0.1, 99.9)
 BATCH_SIZES = (32, 256)
 MODES = ("host", "device")
 CUDA_BATCHES = 50  # batches per case in the transfer timing
+COLUMN_UNITS = {
+    "rel_x": "m", "rel_y": "m", "speed": "m/s", "accel": "m/s^2", "heading_sin": "1",
+    "heading_cos": "1", "dist_to_stop_line": "m", "waiting_time": "s", "length": "m",
+    "dx": "m", "dy": "m", "closing_speed": "m/s", "inv_ttc": "1/s",
+}  # fmt: skip
+# `length` is nearly constant (3 vehicle types): a fixed range instead of its min/max.
+RANGES = {"x": {"length": (0.0, 20.0)}, "y_next": {"length": (0.0, 20.0)}}
 
 
 def _stats(ctx: SuiteContext, src: Path) -> None:
@@ -45,16 +47,14 @@ def _stats(ctx: SuiteContext, src: Path) -> None:
                    note="compute_statistics(method='exact') of x, y_next, edge_attr")  # fmt: skip
 
 
-def _bytes(ctx: SuiteContext, src: Path, dst: Path) -> None:
-    a, b = GraphStore.open(src), GraphStore.open(dst)
-    ctx.record("bytes/store/float32", a.manifest.nbytes, unit="bytes")
-    ctx.record("bytes/store/quantised", b.manifest.nbytes, unit="bytes")
-    ctx.record("ratio/store", b.manifest.nbytes / a.manifest.nbytes, unit="x")
-    for name in FIELDS:
-        before, after = field_bytes(a, name), field_bytes(b, name)
-        ctx.record(f"bytes/{name}/float32", before, unit="bytes")
-        ctx.record(f"bytes/{name}/stored", after, unit="bytes")
-        ctx.record(f"ratio/{name}", after / before, unit="x", note=f"{FIELDS[name]} / float32")
+def _bytes(ctx: SuiteContext, r: QuantizeReport) -> None:
+    ctx.record("bytes/store/float32", r.store_bytes_before, unit="bytes")
+    ctx.record("bytes/store/quantised", r.store_bytes_after, unit="bytes")
+    ctx.record("ratio/store", r.store_bytes_after / r.store_bytes_before, unit="x")
+    for name, f in r.fields.items():
+        ctx.record(f"bytes/{name}/float32", f.source_bytes, unit="bytes")
+        ctx.record(f"bytes/{name}/stored", f.stored_bytes, unit="bytes")
+        ctx.record(f"ratio/{name}", f.ratio, unit="x", note=f"{FIELDS[name]} / float32")
 
 
 def _errors(ctx: SuiteContext, reports: dict[str, QuantizeReport]) -> None:
@@ -145,14 +145,14 @@ def run(ctx: SuiteContext) -> None:
     ctx.param("fields", ", ".join(f"{k} {v}" for k, v in FIELDS.items()))
     ctx.param("percentile_fit", f"p{PERCENTILES[0]}-p{PERCENTILES[1]}")
     src = ctx.workdir / "float"
-    generate(src, samples, progress=ctx.progress)
+    write_synthetic({"npy": src}, samples=samples, traffic=True, progress=ctx.progress)
     _stats(ctx, src)
     reports = {
         "minmax": quantize_store(src, ctx.workdir / "q-minmax", FIELDS, ranges=RANGES),
         "pct": quantize_store(src, ctx.workdir / "q-pct", FIELDS, ranges=RANGES,
                               percentiles=PERCENTILES),
     }  # fmt: skip
-    _bytes(ctx, src, reports["minmax"].path)
+    _bytes(ctx, reports["minmax"])
     _errors(ctx, reports)
     _batches(ctx, reports["minmax"].path, n_batches)
     ctx.note(
