@@ -15,6 +15,9 @@ import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
+# phase2.eval.baselines' default: ours, and those users deploy
+BASELINES = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "scenario-program",
+             "sumo-actuated")  # fmt: skip
 
 
 def _ray_processes(run_dir: Path) -> list[str]:
@@ -53,10 +56,13 @@ def test_phase_all_then_resume_repeats_nothing(
     assert [r["step"] for r in rows] == [1, 2] and "train/total_loss" in rows[-1]
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
-        assert set(evaluation[label]["summary"]) == {"phase2", "fixed-time", "max-pressure",
-                                                     "greedy", "max-occupancy"}  # fmt: skip
+        assert set(evaluation[label]["summary"]) == {"phase2", *BASELINES}
+        assert all(r["window"] == [0.0, 300.0] for r in evaluation[label]["rows"])
     report = (pdir / "report.md").read_text()
     assert "Held-out traffic" in report and "| phase2 |" in report
+    assert "| sumo-actuated |" in report and "| scenario-program |" in report
+    assert "- `sumo-actuated`: SUMO's gap-based actuated control" in report  # how it was built
+    assert "Time windows: [0, 300) s (00:00:00-00:05:00)." in report
     result = json.loads((pdir / "result.json").read_text())
     assert result["agent"] == str(pdir / "agent")
     assert not _ray_processes(tmp_path / "runs"), "Ray processes left behind"
@@ -100,8 +106,7 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     assert any(not (p2[k] == p3[k]).all() for k in p2 if k.startswith("shield."))
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
-        assert set(evaluation[label]["summary"]) == {"phase3", "phase2", "fixed-time",
-                                                     "max-pressure", "greedy", "max-occupancy"}  # fmt: skip
+        assert set(evaluation[label]["summary"]) == {"phase3", "phase2", *BASELINES}
         assert all("cost" in m for m in evaluation[label]["summary"].values())
     for png in ("constraint.png", "learning.png", "heldout.png", "tradeoff.png", "memory.png"):
         assert (pdir / png).stat().st_size > 0, png

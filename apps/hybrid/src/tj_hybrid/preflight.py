@@ -42,15 +42,26 @@ def check_readable_file(path: Path, what: str) -> None:
 
 
 def check_scenario(config: HybridConfig) -> None:
-    """The scenario's .sumocfg and the files it names exist and parse, with signalised lights."""
+    """The scenario's .sumocfg and the files it names exist and parse (times in SUMO's forms),
+    and every configured episode window lies inside the scenario's time span."""
     from tj_rl.env import Scenario, ScenarioError
 
     path = config.scenario.path
     check_readable_file(path, "scenario.path")
     try:
-        Scenario.from_sumocfg(path)
+        scenario = Scenario.from_sumocfg(path)
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path: {exc}") from None
+    record, p2 = config.phase1.record, config.phase2
+    checks = [("phase2", p2.episode_seconds, p2.windows)]
+    if config.phase1.data.json_source is None:  # phase 1 records from the scenario
+        checks.insert(0, ("phase1.record", record.episode_seconds, record.windows))
+    for section, seconds, windows in checks:
+        try:
+            scenario.windowed(seconds, windows)
+        except ScenarioError as exc:
+            key = f"{section}.{'episode_seconds' if windows is None else 'windows'}"
+            raise ConfigError(f"{key}: {exc}") from None
 
 
 def check_controllable_lights(config: HybridConfig) -> None:

@@ -3,8 +3,10 @@ pool (training traffic) and held-out sets, the env config every env runner or co
 the env-runner count, and RLlib's PPO config of phase 2 (also what the sampling benchmark builds).
 
 The pool is generated once and cached in the data directory (``<data>/demand``); held-out traffic
-uses route seeds never trained on, and evaluation uses SUMO seeds never used in training. tj-rl
-and Ray are imported when used: importing this module (and ``tj_hybrid``) stays light.
+uses route seeds never trained on, and evaluation uses SUMO seeds never used in training. Episodes
+are time windows of ``phase2.episode_seconds`` inside the scenario's span (``phase2.windows``;
+default: one at the scenario's begin), and the pool covers them. tj-rl and Ray are imported when
+used: importing this module (and ``tj_hybrid``) stays light.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ if TYPE_CHECKING:
     from tj_rl.env import EnvConfig, Scenario
     from tj_rl.traffic import DemandSet
 
-__all__ = ["DRIVER_PSS", "RUNNER_PSS", "RLSetup", "build_ppo", "env_runner_count", "prepare_rl"]
+__all__ = [
+    "DRIVER_PSS",
+    "RUNNER_PSS",
+    "RLSetup",
+    "build_ppo",
+    "env_runner_count",
+    "episode_scenario",
+    "prepare_rl",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +42,14 @@ log = logging.getLogger(__name__)
 class RLSetup:
     """Everything training, collection and evaluation need, built once in the driver."""
 
-    scenario: Scenario
+    scenario: Scenario  # cut to the episode windows (``scenario.windows`` when several)
     env: EnvConfig  # training env (padded, demand drawn per episode, no SUMO outputs)
     pool_files: tuple[Path, ...]
     held_out: DemandSet
     held_out_heavy: DemandSet
     env_runners: int
     max_lanes: int
+    net_cache: Path | None = None  # where nets converted for baselines (sumo-actuated) are kept
 
     def env_config(self) -> dict[str, Any]:
         """The env config an env runner or collector builds (a plain, picklable mapping)."""
@@ -76,17 +87,27 @@ def _agent_lanes(agent_dir: Path | None) -> int | None:
     return int(json.loads((agent_dir / "config.json").read_text())["config"]["gnn"]["num_movements"])
 
 
+def episode_scenario(cfg: HybridConfig) -> Scenario:
+    """The configured scenario cut to phase 2's (and 3's) episode windows (``ScenarioError``
+    for a time or a window outside the scenario's span)."""
+    from tj_rl.env import Scenario
+
+    span = Scenario.from_sumocfg(cfg.scenario.path)
+    return span.windowed(cfg.phase2.episode_seconds, cfg.phase2.windows)
+
+
 def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
                temp_dir: Path | None = None) -> RLSetup:  # fmt: skip
     """Build (or reuse) the demand pool and the held-out sets; size the padding and runners.
     ``agent_dir``: the agent whose GNN the policy uses (its lane rows set the padding).
     ``temp_dir``: where the envs' episode folders go (the run dir: an env runner killed with
     SIGKILL cannot remove its own, and they should not pile up in the system temp dir)."""
-    from tj_rl.env import Scenario, TrafficSignalCore
+    from tj_rl.env import TrafficSignalCore
     from tj_rl.traffic import DemandPool
 
     p2 = cfg.phase2
-    scenario = Scenario.from_sumocfg(cfg.scenario.path, end=p2.episode_seconds)
+    scenario = episode_scenario(cfg)
+    log.info("RL setup: episode time windows %s", scenario.describe_windows())
     pool = DemandPool.for_scenario(scenario, data_dir / "demand",
                                    seeds=tuple(range(1, p2.demand.train_seeds + 1)),
                                    rates=tuple(p2.demand.rates))  # fmt: skip
@@ -107,7 +128,8 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
         log.info("RL setup: %d env runner(s) (%d CPUs, memory budget %.1f GiB)", runners,
                  os.cpu_count() or 1, budget / 2**30)  # fmt: skip
     return RLSetup(scenario=scenario, env=env, pool_files=tuple(files), held_out=held,
-                   held_out_heavy=heavy, env_runners=runners, max_lanes=lanes or 0)  # fmt: skip
+                   held_out_heavy=heavy, env_runners=runners, max_lanes=lanes or 0,
+                   net_cache=data_dir / "nets")  # fmt: skip
 
 
 def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:

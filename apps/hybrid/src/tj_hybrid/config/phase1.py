@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tj_hybrid.config.sections import TrainingSection, positive
+from tj_hybrid.config.sections import TimeWindows, TrainingSection, check_windows, positive
 
 __all__ = ["DataSection", "LoaderSection", "Phase1Section", "RecordSection"]
 
@@ -16,6 +16,8 @@ class RecordSection:
     """Recording the phase-1 dataset from the scenario with a behaviour policy (tj-rl)."""
 
     episode_seconds: float = 900.0
+    # the episodes' time windows in the scenario's span (episodes cycle through them)
+    windows: TimeWindows = None
     train_episodes: int = 16
     holdout_episodes: int = 4
     workers: int = 2
@@ -24,6 +26,7 @@ class RecordSection:
 
     def __post_init__(self) -> None:
         positive(self, "episode_seconds", "train_episodes", "holdout_episodes", "workers")
+        check_windows(self.windows)
 
 
 @dataclass(kw_only=True)

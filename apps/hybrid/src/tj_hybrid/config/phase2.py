@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, get_args
 
-from tj_hybrid.config.sections import positive
+from tj_hybrid.config.sections import TimeWindows, check_windows, positive
 
 __all__ = ["DemandSection", "EvalSection", "PPOSection", "Phase2Section"]
 
@@ -56,14 +57,19 @@ class DemandSection:
             raise ValueError("heldout_seeds overlap the training route seeds 1..train_seeds")
 
 
+Baseline = Literal[
+    "fixed-time", "max-pressure", "greedy", "max-occupancy", "scenario-program", "sumo-actuated"
+]
+
+
 @dataclass(kw_only=True)
 class EvalSection:
-    """Held-out evaluation: the trained policy and tj-rl's baselines, same protocol."""
+    """Held-out evaluation: the trained policy and the baselines, same protocol: tj-rl's own and
+    those users deploy (``scenario-program``: the scenario's signal programs as SUMO runs them;
+    ``sumo-actuated``: SUMO's gap-based actuated control rebuilt from the net by netconvert)."""
 
     sumo_seeds: list[int] = field(default_factory=lambda: [90_001, 90_002])
-    baselines: list[Literal["fixed-time", "max-pressure", "greedy", "max-occupancy"]] = field(
-        default_factory=lambda: ["fixed-time", "max-pressure", "greedy", "max-occupancy"]
-    )
+    baselines: list[Baseline] = field(default_factory=lambda: list(get_args(Baseline)))
     # also greedy and max-occupancy with these hysteresis margins (vehicles), named
     # ``greedy-m2`` etc.: more points for phase 3's delay-vs-cost picture
     margins: list[float] = field(default_factory=list)
@@ -77,11 +83,14 @@ class EvalSection:
         if len(set(self.margins)) != len(self.margins):
             raise ValueError(f"margins: each at most once, got {self.margins}")
 
-    def baseline_policies(self) -> dict[str, Any]:
-        """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with a margin)."""
+    def baseline_policies(self, net_cache: Path | None = None) -> dict[str, Any]:
+        """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with options);
+        ``net_cache``: where ``sumo-actuated`` keeps its converted nets (None: tj-rl's default)."""
         from tj_rl.control import make_policy
 
         out: dict[str, Any] = {name: name for name in self.baselines}
+        if "sumo-actuated" in out and net_cache is not None:
+            out["sumo-actuated"] = make_policy("sumo-actuated", cache_dir=net_cache)
         for m in self.margins:
             for base in ("greedy", "max-occupancy"):
                 out[f"{base}-m{m:g}"] = make_policy(base, margin=m)
@@ -94,6 +103,9 @@ class Phase2Section:
 
     iterations: int = 60
     episode_seconds: float = 900.0
+    # the episodes' time windows in the scenario's span: each training episode draws one, and
+    # the held-out evaluation runs every one (phase 3 trains and evaluates on the same)
+    windows: TimeWindows = None
     env_runners: int | None = None  # None: from the CPUs and the memory budget
     reward: Literal["queue", "pressure", "diff-waiting-time", "delay"] = "queue"
     reward_scale: float = 0.02  # returns of a few units: a critic fits them fast
@@ -110,6 +122,7 @@ class Phase2Section:
 
     def __post_init__(self) -> None:
         positive(self, "iterations", "episode_seconds", "reward_scale", "checkpoint_every")
+        check_windows(self.windows)
         if self.env_runners is not None and self.env_runners < 0:
             raise ValueError(f"env_runners must be >= 0, got {self.env_runners}")
         if self.keep_checkpoints < 1:

@@ -28,10 +28,16 @@ __all__ = [
     "MonitorSection",
     "RunSection",
     "ScenarioSection",
+    "TimeWindows",
     "TrainingSection",
+    "check_windows",
     "parse_bytes",
     "positive",
 ]
+
+# Episode time windows inside the scenario's span: None (one window at the scenario's begin),
+# "auto" (windows tiling the span) or their starts in any SUMO time form (25200, "7:15:00").
+TimeWindows = list[float | str] | Literal["auto"] | None
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -46,6 +52,19 @@ def parse_bytes(value: float | int | str) -> float:
     if not m:
         raise ValueError(f"{value!r} is not a size (examples: 0.6, 6G, 512M, 1.5e9)")
     return float(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def check_windows(windows: TimeWindows) -> None:
+    """Raise naming the first window start that is no SUMO time (the span is checked later,
+    against the scenario: ``tj_hybrid.preflight``)."""
+    if windows is None or windows == "auto":
+        return
+    if not windows:
+        raise ValueError("windows: give one or more starts, 'auto' or null")
+    from tj_rl.env import parse_time
+
+    for start in windows:
+        parse_time(start, what="windows")
 
 
 def positive(obj: object, *names: str) -> None:

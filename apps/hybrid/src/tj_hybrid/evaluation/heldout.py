@@ -1,8 +1,9 @@
 """Held-out evaluation of a set of policies (the trained ones) next to the baselines users would
-deploy (``phase2.eval``): every policy on the same held-out route files (normal and ~30% heavier)
-x SUMO seeds never used in training, same env, with spread over episodes. With cost weights,
+deploy (``phase2.eval``: tj-rl's, the scenario's own signal programs, SUMO's actuated control):
+every policy on the same held-out route files (normal and ~30% heavier) x SUMO seeds never used
+in training x the episode time windows, same env, with spread over episodes. With cost weights,
 each episode's weighted safety cost (summed over steps and lights, as phase 3 trains on it) is
-added to its row and to the table."""
+added to its row and to the table. Under each table: the windows and how each policy decides."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     if cost_weights is not None:
         env = dataclasses.replace(env, cost_weights=dict(cost_weights))
         metrics = EVAL_METRICS
-    named = {**policies, **cfg.phase2.eval.baseline_policies()}
+    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache)}
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
@@ -58,9 +59,13 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
 
 
 def held_out_set(table: HeldOutTable, metrics: Sequence[str]) -> dict[str, Any]:
-    """One set as a phase keeps it: tj-rl's markdown table, every episode's row, and per policy
+    """One set as a phase keeps it: tj-rl's markdown table with its legend (the time windows,
+    how each policy decides), every episode's row (with its window), the labels, and per policy
     and metric the spread over episodes (``tj_hybrid.results.HeldOutSet`` reads it back)."""
-    return {"markdown": table.to_markdown(metrics), "rows": table.rows,
+    legend = table.legend()
+    markdown = table.to_markdown(metrics) + (f"\n\n{legend}" if legend else "")
+    return {"markdown": markdown, "rows": table.rows, "labels": dict(table.labels),
+            "windows": list(table.windows),
             "summary": {p: {m: s._asdict() for m, s in ms.items()}
                         for p, ms in table.summary(metrics).items()}}  # fmt: skip
 

@@ -3,7 +3,9 @@
 If ``data.path`` holds no dataset, it is recorded from the configured SUMO scenario with tj-rl
 (behaviour policy ``mixed``: fixed-time with random feasible switches, so the data shows queues
 forming and clearing under many signal sequences), or imported from seed-style JSON chunks when
-``data.json_source`` is set. Train and held-out episodes use disjoint SUMO seeds. A dataset made
+``data.json_source`` is set. Episodes are time windows of ``record.episode_seconds`` inside the
+scenario's span (``record.windows``; default: one at the scenario's begin), named in the log and
+in the stores' metadata. Train and held-out episodes use disjoint SUMO seeds. A dataset made
 with other settings than the current config is refused, never silently reused; a reused one is
 verified against its manifest's checksums first (each file hashed once, then only when its size
 or mtime changes), and a corrupt one is recorded again, with a warning naming the file.
@@ -26,7 +28,7 @@ from tj_hybrid.config.schema import HybridConfig
 from tj_rl.env import Scenario
 from tj_rl.recording import record_dataset, snapshot_schema
 
-__all__ = ["DatasetInfo", "ensure_dataset", "split_store"]
+__all__ = ["DatasetInfo", "ensure_dataset", "record_scenario", "split_store"]
 
 log = logging.getLogger(__name__)
 HOLDOUT_SEED_OFFSET = 100_000
@@ -44,6 +46,7 @@ class DatasetInfo:
     max_actions: int  # largest phase count
     decision_interval: float  # seconds between consecutive samples of a stream
     recorded: bool  # True when this call made the dataset
+    time_windows: str = ""  # the recording's episode windows in words ("" for imported data)
 
 
 def _fingerprint(cfg: HybridConfig) -> str:
@@ -57,6 +60,7 @@ def _fingerprint(cfg: HybridConfig) -> str:
         src = {
             "scenario": str(cfg.scenario.path),
             "episode_seconds": r.episode_seconds,
+            **({"windows": r.windows} if r.windows is not None else {}),  # default: as before
             "episodes": [r.train_episodes, r.holdout_episodes],
             "policy": [r.policy, dict(sorted(r.policy_kwargs.items()))],
             "env": env,
@@ -99,15 +103,25 @@ def split_store(src: Path, train: Path, holdout: Path, holdout_fraction: float) 
                 w.end_episode()
 
 
-def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
+def record_scenario(cfg: HybridConfig) -> Scenario:
+    """The configured scenario cut to the recording's episode windows (``ScenarioError`` for a
+    time or a window outside the scenario's span)."""
     r = cfg.phase1.record
-    scenario = Scenario.from_sumocfg(cfg.scenario.path, end=r.episode_seconds)
+    return Scenario.from_sumocfg(cfg.scenario.path).windowed(r.episode_seconds, r.windows)
+
+
+def _record(cfg: HybridConfig, train: Path, holdout: Path) -> str:
+    """Record both stores; returns the episode windows in words."""
+    r = cfg.phase1.record
+    scenario = record_scenario(cfg)
+    windows = scenario.describe_windows()
     base = cfg.run.seed * 1000
     for path, n, offset in (
         (train, r.train_episodes, 0),
         (holdout, r.holdout_episodes, HOLDOUT_SEED_OFFSET),
     ):
-        log.info("recording %d episode(s) of %s into %s", n, cfg.scenario.path.name, path)
+        log.info("recording %d episode(s) of %s in time window(s) %s into %s", n,
+                 cfg.scenario.path.name, windows, path)  # fmt: skip
         record_dataset(
             scenario,
             r.policy,
@@ -121,6 +135,7 @@ def _record(cfg: HybridConfig, train: Path, holdout: Path) -> None:
             backend=cfg.phase1.data.backend,
             overwrite=True,
         )
+    return windows
 
 
 def _facts(store: GraphStore) -> tuple[int, int]:
@@ -145,14 +160,17 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
     train, hold = _open(train_p), _open(hold_p)
     recorded = False
     if train is not None and hold is not None:
-        found = train.manifest.metadata.get("tj_hybrid", {}).get("fingerprint")
+        meta = train.manifest.metadata.get("tj_hybrid", {})
+        found, windows = meta.get("fingerprint"), str(meta.get("time_windows", ""))
         if found != fp:
             raise ConfigError(
                 f"the dataset at {root} was made with other settings (fingerprint {found}, config "
                 f"{fp}); delete it, or point data.path elsewhere (--set data.path=...)"
             )
-        log.info("using the dataset at %s (%d + %d samples)", root, len(train), len(hold))
+        log.info("using the dataset at %s (%d + %d samples%s)", root, len(train), len(hold),
+                 f"; time windows {windows}" if windows else "")  # fmt: skip
     else:
+        windows = ""
         if data.json_source is not None:
             tmp = root / "imported"
             # records must carry the traffic-snapshot fields (docs/ARCHITECTURE.md): the
@@ -163,9 +181,10 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
             split_store(tmp, train_p, hold_p, data.holdout_fraction)
             shutil.rmtree(tmp)
         else:
-            _record(cfg, train_p, hold_p)
+            windows = _record(cfg, train_p, hold_p)
+        meta = {"fingerprint": fp, **({"time_windows": windows} if windows else {})}
         for p in (train_p, hold_p):
-            GraphStore.open(p).update_manifest(metadata={"tj_hybrid": {"fingerprint": fp}})
+            GraphStore.open(p).update_manifest(metadata={"tj_hybrid": meta})
         train, hold = GraphStore.open(train_p), GraphStore.open(hold_p)
         recorded = True
     movements, actions = _facts(train)
@@ -181,4 +200,5 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
         max_actions=actions,
         decision_interval=dt,
         recorded=recorded,
+        time_windows=windows,
     )

@@ -17,6 +17,10 @@ features and respects ``action_mask``) plus the env's static topology at ``reset
 - ``mixed``: another baseline (``base``, default fixed-time) whose decision is replaced, with
   probability ``switch_prob``, by a random feasible green: diverse but plausible behaviour data
   for phase-1 recording (pure random switching rarely lets queues form and clear).
+- ``scenario-program`` and ``sumo-actuated``: the baselines users deploy, SUMO programs run by
+  SUMO (``tj_rl.control.programs``).
+
+``describe_policy`` says in a line how a baseline decides (reports print it beside the table).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tj_rl.control.programs import ScenarioProgramPolicy, SumoActuatedPolicy
 from tj_rl.env.core import TrafficSignalCore
 
 __all__ = [
@@ -38,11 +43,16 @@ __all__ = [
     "MixedPolicy",
     "Policy",
     "RandomPolicy",
+    "describe_policy",
     "make_policy",
 ]
 
 
 class Policy(Protocol):
+    """What evaluation runs. Optional members, read where present: ``scenario_for(scenario)``
+    (the scenario the policy runs on, e.g. another net), ``reset_options`` (passed to
+    ``env.reset``), ``describe()`` (how it decides, in a line)."""
+
     def reset(self, env: TrafficSignalCore) -> None: ...
     def compute_actions(
         self, obs: Mapping[str, Any], infos: Mapping[str, Any]
@@ -155,7 +165,7 @@ class RandomPolicy:
 
 class MixedPolicy:
     def __init__(self, base: str = "fixed-time", switch_prob: float = 0.3, seed: int = 0) -> None:
-        if base in ("mixed", "random") or base not in POLICIES:
+        if base not in ("fixed-time", "max-pressure", "greedy", "max-occupancy"):
             raise ValueError(
                 f"mixed: base {base!r} must be one of fixed-time, max-pressure, greedy, "
                 "max-occupancy"
@@ -184,12 +194,38 @@ POLICIES = {
     "max-occupancy": MaxOccupancyPolicy,
     "random": RandomPolicy,
     "mixed": MixedPolicy,
+    "scenario-program": ScenarioProgramPolicy,
+    "sumo-actuated": SumoActuatedPolicy,
 }
+
+_LABELS: dict[type, str] = {
+    FixedTimePolicy: "the net's green phases in program order, each held for its programmed "
+    "duration, switched by tj-rl's shield (yellow, all-red, min/max green)",
+    MaxPressurePolicy: "the feasible green with the most pressure (vehicles in minus vehicles "
+    "out over its movements), through tj-rl's shield",
+    GreedyPolicy: "the feasible green serving the most halting vehicles, through tj-rl's shield",
+    MaxOccupancyPolicy: "the feasible green serving the most vehicles, moving or halting, "
+    "through tj-rl's shield",
+    RandomPolicy: "a uniformly random feasible green, through tj-rl's shield",
+    MixedPolicy: "another baseline's green, replaced at random by a random feasible one",
+}
+
+
+def describe_policy(policy: Policy | str) -> str:
+    """How ``policy`` (a baseline name or object) decides, in a line: its own ``describe()``,
+    a baseline's label (with its hysteresis margin), or its type's name."""
+    pol = make_policy(policy) if isinstance(policy, str) else policy
+    describe = getattr(pol, "describe", None)
+    if callable(describe):
+        return str(describe())
+    label = _LABELS.get(type(pol), type(pol).__name__)
+    margin = getattr(pol, "margin", 0.0)
+    return f"{label}; keeps its green unless another scores {margin:g} more" if margin else label
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``max-occupancy``,
-    ``random``, ``mixed``)."""
+    ``random``, ``mixed``, ``scenario-program``, ``sumo-actuated``)."""
     if name not in POLICIES:
         raise ValueError(f"policy {name!r} unknown; choose one of {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)

@@ -23,7 +23,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "observation": ["LANE_FEATURES"],
         "rewards": ["REWARDS"],
         "runtime": ["SUMO_VERSION"],
-        "scenario": ["Scenario"],
+        "scenario": ["Scenario", "TimeWindow", "parse_time"],
         "shield": ["PhaseProgram", "RuleShield", "derive_program"],
     },
 )

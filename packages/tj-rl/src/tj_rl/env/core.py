@@ -10,9 +10,15 @@ phase; the shield applies it or vetoes it, then the env advances SUMO straight t
 some light must change (yellow, all-red, green) and on to the next decision time, so vehicle states
 are read only at decision steps. Observations follow DESIGN "RL observation" (``observation.py``).
 
-Episodes end by truncation at the scenario's ``end``, or when SUMO dies: then the step returns
-truncated for every agent with ``info["truncated_reason"]``, and the next ``reset`` starts a fresh
-SUMO. ``close`` is idempotent.
+Episodes end by truncation at the scenario's ``end`` (with ``Scenario.windows``: each episode runs
+one window, drawn like the route files, and ``info["window"]`` names it), or when SUMO dies: then
+the step returns truncated for every agent with ``info["truncated_reason"]``, and the next
+``reset`` starts a fresh SUMO. ``close`` is idempotent.
+
+``reset(options={"signals": "program"})`` runs an episode in which SUMO runs the lights' own
+programs (the scenario's, or an actuated net's): actions are checked but not applied, the shield
+decides nothing (``applied_action`` -1, no vetoes); observations, rewards, costs and metrics are
+as usual, so a baseline that is a SUMO program is measured like every policy.
 """
 
 from __future__ import annotations
@@ -43,12 +49,14 @@ from tj_rl.env.scenario import Scenario
 from tj_rl.env.session import LightReads, SumoSession
 from tj_rl.env.shield import Decision, RuleShield
 from tj_rl.env.topology import read_topology
-from tj_rl.traffic.demand import pick_route
+from tj_rl.traffic.demand import pick_index, pick_route
 
 __all__ = ["TrafficSignalCore"]
 
 log = logging.getLogger(__name__)
 _EPS = 1e-6
+_SIGNALS = ("agent", "program")  # who sets the lights: the actions (through the shield) or SUMO
+_PROGRAM = Decision(requested=-1, applied=-1, vetoed=False, reason="program")
 
 
 class TrafficSignalCore:
@@ -113,6 +121,8 @@ class TrafficSignalCore:
         self._backend = make_backend(cfg.backend)
         self._episode = -1
         self._t = scenario.begin
+        self._end = scenario.end
+        self._program = False  # this episode: SUMO runs the lights' programs
         self._last_obs: dict[str, dict[str, np.ndarray]] = {}
         self._rewards = {a: make_reward(cfg.reward) for a in self.lights}
         self._counters: dict[str, float] = {}
@@ -182,8 +192,16 @@ class TrafficSignalCore:
             return {}
         return {agent: reads.frame(i) for i, agent in enumerate(self.possible_agents)}
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        del options
+    def _reset_options(self, options: Mapping[str, Any] | None) -> bool:
+        """True when ``options`` ask SUMO to run the lights' own programs this episode (other
+        keys are ignored, as the Gymnasium and PettingZoo APIs expect)."""
+        signals = (options or {}).get("signals", "agent")
+        if signals not in _SIGNALS:
+            raise ValueError(f"reset option signals={signals!r}: one of {_SIGNALS}")
+        return signals == "program"
+
+    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        program = self._reset_options(options)
         self._close_session()
         if seed is not None:
             self._rng = np.random.default_rng(seed)
@@ -200,6 +218,12 @@ class TrafficSignalCore:
             if not routes.is_file():
                 raise ScenarioError(f"EnvConfig.route_files: {routes} does not exist")
             scenario = scenario.with_routes(routes)
+        if scenario.windows:  # this episode's time window, drawn apart from the route files
+            w = scenario.windows[
+                pick_index(len(scenario.windows), self._episode, (self.config.route_stream, 1))
+            ]
+            scenario = scenario.window(w.start, w.seconds)
+        self._end, self._program = scenario.end, program
         self._session = SumoSession(
             self._backend,
             scenario,
@@ -228,6 +252,8 @@ class TrafficSignalCore:
             infos[agent] = {"sim_time": self._t, "episode_id": self._episode, "seed": sumo_seed}
             if routes is not None:
                 infos[agent]["routes"] = routes.name
+            if self.scenario.windows:
+                infos[agent]["window"] = (scenario.begin, scenario.end)
         self._last_obs = obs
         return obs, infos
 
@@ -252,7 +278,7 @@ class TrafficSignalCore:
         now = self._t
         for agent, shield in self.shields.items():
             events = shield.pop_events(math.inf)
-            if events:
+            if events and not self._program:
                 session.apply_events(agent, events, now)
         if t_end > now + _EPS:
             session.step_to(t_end)
@@ -292,10 +318,13 @@ class TrafficSignalCore:
             )
         actions = self._check_actions(action_dict)
         t = self._t
-        decisions = [
-            decide(shield, t, actions.get(agent, shield.current))
-            for agent, shield in self.shields.items()
-        ]
+        if self._program:  # SUMO runs the programs: no decision, no veto
+            decisions = [_PROGRAM] * len(self.shields)
+        else:
+            decisions = [
+                decide(shield, t, actions.get(agent, shield.current))
+                for agent, shield in self.shields.items()
+            ]
         try:
             self._advance(t + self.config.delta_time)
             counters = self._session.counters()
@@ -322,7 +351,7 @@ class TrafficSignalCore:
             info["system"] = system
         self._counters = counters
         self._last_obs = obs
-        done = self._t >= self.scenario.end - _EPS
+        done = self._t >= self._end - _EPS
         if done:
             self._end_episode(infos)
         terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}

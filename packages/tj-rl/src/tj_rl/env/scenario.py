@@ -1,23 +1,84 @@
-"""A SUMO scenario: net, routes (or a ``.sumocfg``), time window, step length, seed, controlled lights.
+"""A SUMO scenario: net, routes (or a ``.sumocfg``), time span, step length, seed, controlled lights.
 
 ``Scenario`` only describes files and options; it never starts SUMO. Files are checked when the
 scenario is made (exists, well-formed XML with the expected root element), so that a bad path fails
 here with the file's name rather than deep inside SUMO.
+
+Times follow SUMO's rules (``parse_time``: seconds, ``H:M:S`` or ``D:H:M:S``, fractions allowed),
+and real scenarios rarely begin at 0 (a morning peak is ``begin 7:00:00``). An episode is a
+window ``[start, start + seconds)`` inside the scenario's span (``window``, ``windowed``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
+import math
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 from xml.parsers import expat
+
+from sumolib.miscutils import humanReadableTime, parseTime
 
 from tj_rl.env.errors import ScenarioError
 
-__all__ = ["Scenario", "open_xml"]
+__all__ = ["Scenario", "TimeWindow", "check_xml", "clock", "open_xml", "parse_time"]
+
+_EPS = 1e-6
+TimeValue = float | int | str
+
+
+def parse_time(value: TimeValue, *, what: str = "time") -> float:
+    """Seconds from a SUMO time value: seconds (``"25200"``, ``"0.5"``), ``H:M:S`` or ``D:H:M:S``
+    (``"7:00:00"``, ``"1:07:00:00.5"``), as SUMO reads them (sumolib's ``parseTime``; SUMO takes at
+    most four fields). Raises ``ScenarioError`` naming ``what`` for anything else, SUMO's special
+    words (``triggered``...) and non-finite values included."""
+    text = str(value).strip()
+    try:
+        ok = text.count(":") <= 3 and not isinstance(value, bool)
+        seconds = parseTime(text) if ok else None
+    except ValueError:
+        seconds = None
+    if seconds is None or not math.isfinite(seconds):
+        raise ScenarioError(
+            f"{what}: unknown time format {value!r} (SUMO's forms: seconds like 25200 or 0.5, "
+            "H:M:S like 7:00:00, D:H:M:S like 1:07:00:00)"
+        )
+    return float(seconds)
+
+
+def clock(seconds: float) -> str:
+    """``seconds`` as SUMO's clock time (``25200`` -> ``07:00:00``), for messages and reports."""
+    return humanReadableTime(seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeWindow:
+    """One episode's time: ``[start, start + seconds)`` in scenario seconds (``start`` may be
+    given in any SUMO time form)."""
+
+    start: float
+    seconds: float
+
+    def __post_init__(self) -> None:
+        start = parse_time(self.start, what="window start")
+        seconds = float(self.seconds)
+        if start < 0 or not (math.isfinite(seconds) and seconds > 0):
+            raise ScenarioError(f"TimeWindow: need start >= 0 and seconds > 0, got {self.start!r}, "
+                                f"{self.seconds!r}")  # fmt: skip
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "seconds", seconds)
+
+    @property
+    def end(self) -> float:
+        return self.start + self.seconds
+
+    def __str__(self) -> str:
+        return f"[{self.start:g}, {self.end:g}) s ({clock(self.start)}-{clock(self.end)})"
+
 
 _ROOTS: dict[str, tuple[str, ...] | None] = {
     "net": ("net",),
@@ -34,7 +95,7 @@ def open_xml(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def _check_xml(path: Path, kind: str) -> None:
+def check_xml(path: Path, kind: str) -> None:
     """Raise ScenarioError unless ``path`` exists and is well-formed XML with a ``kind`` root.
 
     Net, config and additional files are parsed in full with expat (no tree is built: fast even
@@ -74,6 +135,12 @@ class _StopParse(Exception):
     pass
 
 
+def _seconds(value: float) -> str:
+    """A time for SUMO's command line: short (``900``) where exact, else every digit."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def _split_files(value: str, base: Path) -> tuple[Path, ...]:
     parts = [p for p in value.replace(",", " ").split() if p]
     return tuple((base / p).resolve() for p in parts)
@@ -85,7 +152,9 @@ class Scenario:
 
     Either ``net_file`` (+ ``route_files``) or ``sumocfg`` (which names them) must be given. With a
     ``sumocfg`` SUMO is started with ``-c`` so every option in it applies; ``begin``, ``end``,
-    ``step_length`` and the seed given here override the file's values.
+    ``step_length`` and the seed given here override the file's values. ``begin`` / ``end`` take
+    any SUMO time form (``"7:00:00"``). ``windows``: the episode windows an env draws from, one per
+    episode (empty: every episode is ``[begin, end)``); ``windowed`` makes them.
     """
 
     net_file: Path
@@ -99,8 +168,12 @@ class Scenario:
     tls_ids: tuple[str, ...] | None = None
     extra_args: tuple[str, ...] = ()
     name: str = "scenario"
+    windows: tuple[TimeWindow, ...] = ()
 
     def __post_init__(self) -> None:
+        for key in ("begin", "end", "step_length"):
+            value = parse_time(getattr(self, key), what=f"Scenario {self.name}: {key}")
+            object.__setattr__(self, key, value)
         object.__setattr__(self, "net_file", Path(self.net_file).resolve())
         object.__setattr__(self, "route_files", tuple(Path(p).resolve() for p in self.route_files))
         object.__setattr__(
@@ -108,7 +181,7 @@ class Scenario:
         )
         if self.sumocfg is not None:
             object.__setattr__(self, "sumocfg", Path(self.sumocfg).resolve())
-            _check_xml(self.sumocfg, "sumocfg")
+            check_xml(self.sumocfg, "sumocfg")
         if not (self.end > self.begin >= 0):
             raise ScenarioError(
                 f"Scenario {self.name}: need end > begin >= 0, got begin={self.begin}, end={self.end}"
@@ -123,21 +196,25 @@ class Scenario:
                     f"Scenario {self.name}: tls_ids must be a non-empty tuple of ids or None, got {self.tls_ids!r}"
                 )
             object.__setattr__(self, "tls_ids", tuple(str(t) for t in self.tls_ids))
-        _check_xml(self.net_file, "net")
+        object.__setattr__(self, "windows", tuple(self.windows))
+        for w in self.windows:
+            self._check_inside(w)
+        check_xml(self.net_file, "net")
         for p in self.route_files:
-            _check_xml(p, "route")
+            check_xml(p, "route")
         for p in self.additional_files:
-            _check_xml(p, "additional")
+            check_xml(p, "additional")
 
     @classmethod
     def from_sumocfg(cls, path: str | Path, **overrides: object) -> Scenario:
         """Load a standard ``.sumocfg`` (any SUMO scenario, real-city nets included).
 
-        Reads net, route and additional files, begin/end, step length and seed from the file; keyword
+        Reads net, route and additional files, begin/end (any SUMO time form; no ``<end>`` or
+        SUMO's ``-1``: one hour after begin), step length and seed from the file; keyword
         arguments override them (``tls_ids=("J1", "J7")`` to control a subset of the lights).
         """
         path = Path(path).resolve()
-        _check_xml(path, "sumocfg")
+        check_xml(path, "sumocfg")
         try:
             root = ET.parse(path).getroot()
         except ET.ParseError as exc:  # pragma: no cover - caught by _check_xml's start parse mostly
@@ -157,17 +234,18 @@ class Scenario:
             "sumocfg": path,
             "name": path.name.removesuffix(".sumocfg"),
         }
-        try:
-            if "begin" in values:
-                kwargs["begin"] = float(values["begin"])
-            if "end" in values:
-                kwargs["end"] = float(values["end"])
-            if "step-length" in values:
-                kwargs["step_length"] = float(values["step-length"])
-            if "seed" in values:
+        for option, key in (("begin", "begin"), ("end", "end"), ("step-length", "step_length")):
+            if option in values:
+                kwargs[key] = parse_time(values[option], what=f"sumocfg file {path}: <{option}>")
+        if float(kwargs.get("end", -1)) < 0:  # SUMO's default -1: no end; an hour from begin here
+            kwargs["end"] = float(kwargs.get("begin", 0.0)) + 3600.0
+        if "seed" in values:
+            try:
                 kwargs["seed"] = int(values["seed"])
-        except ValueError as exc:
-            raise ScenarioError(f"sumocfg file {path}: bad time or seed value ({exc})") from exc
+            except ValueError:
+                raise ScenarioError(
+                    f"sumocfg file {path}: <seed> {values['seed']!r} is not an integer"
+                ) from None
         kwargs.update(overrides)
         return cls(**kwargs)  # type: ignore[arg-type]
 
@@ -175,6 +253,68 @@ class Scenario:
         """A copy with some fields changed (``scenario.replace(end=120)``)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
+    # ------------------------------------------------------------------ time windows
+    def _check_inside(self, window: TimeWindow) -> None:
+        if not isinstance(window, TimeWindow):
+            raise ScenarioError(f"Scenario {self.name}: windows holds {window!r}, not a TimeWindow")
+        if window.start < self.begin - _EPS or window.end > self.end + _EPS:
+            span = TimeWindow(start=self.begin, seconds=self.end - self.begin)
+            raise ScenarioError(
+                f"Scenario {self.name}: window {window} lies outside the scenario's time span {span}"
+            )
+
+    def window(self, start: TimeValue | None = None, seconds: float | None = None) -> Scenario:
+        """This scenario cut to one episode ``[start, start + seconds)``, which must lie inside
+        its span (default start: ``begin``; default seconds: to ``end``)."""
+        start = self.begin if start is None else start
+        first = parse_time(start, what=f"Scenario {self.name}: window start")
+        w = TimeWindow(start=first, seconds=self.end - first if seconds is None else seconds)
+        self._check_inside(w)
+        return self.replace(begin=w.start, end=w.end, windows=())
+
+    def tile(self, seconds: float) -> tuple[float, ...]:
+        """Starts of the back-to-back windows of ``seconds`` that fit in the span, from ``begin``."""
+        if not seconds > 0:
+            raise ScenarioError(f"Scenario {self.name}: episode seconds {seconds!r}, must be > 0")
+        n = math.floor((self.end - self.begin) / seconds + _EPS)
+        if n < 1:
+            self._check_inside(TimeWindow(start=self.begin, seconds=seconds))  # raises
+        return tuple(self.begin + i * seconds for i in range(n))
+
+    def windowed(
+        self, seconds: float, starts: Sequence[TimeValue] | Literal["auto"] | None = None
+    ) -> Scenario:
+        """Episodes of ``seconds``: one window at ``begin`` (``starts=None``: the same episodes as
+        ``replace(end=begin + seconds)``), the windows tiling the span (``"auto"``), or windows at
+        ``starts`` (any SUMO time form). One window gives that window's scenario; several give
+        their hull as the span and ``windows`` set, so each episode of an env draws one."""
+        if starts is None:
+            return self.window(self.begin, seconds)
+        if isinstance(starts, str):
+            if starts != "auto":
+                raise ScenarioError(f"Scenario {self.name}: windows {starts!r}: 'auto' or a list")
+            starts = self.tile(seconds)
+        found = sorted({parse_time(s, what=f"Scenario {self.name}: window start") for s in starts})
+        if not found:
+            raise ScenarioError(f"Scenario {self.name}: windows is empty")
+        windows = tuple(TimeWindow(start=s, seconds=seconds) for s in found)
+        for w in windows:
+            self._check_inside(w)
+        if len(windows) == 1:
+            return self.window(found[0], seconds)
+        return self.replace(begin=windows[0].start, end=max(w.end for w in windows),
+                            windows=windows)  # fmt: skip
+
+    def each_window(self) -> tuple[Scenario, ...]:
+        """One scenario per episode window (evaluation runs every window), or ``(self,)``."""
+        return tuple(self.window(w.start, w.seconds) for w in self.windows) or (self,)
+
+    def describe_windows(self) -> str:
+        """The episode windows in words, for logs and reports."""
+        windows = self.windows or (TimeWindow(start=self.begin, seconds=self.end - self.begin),)
+        return ", ".join(str(w) for w in windows)
+
+    # ------------------------------------------------------------------ SUMO
     def with_routes(self, *route_files: str | Path) -> Scenario:
         """The same net, lights and options with other traffic: ``route_files`` replace the
         scenario's routes, a ``.sumocfg``'s own ``route-files`` included (``sumo_args`` passes
@@ -196,11 +336,11 @@ class Scenario:
             args += ["-a", ",".join(str(p) for p in self.additional_files)]
         args += [
             "--begin",
-            f"{self.begin:g}",
+            _seconds(self.begin),
             "--end",
-            f"{self.end:g}",
+            _seconds(self.end),
             "--step-length",
-            f"{self.step_length:g}",
+            _seconds(self.step_length),
             "--seed",
             str(self.seed if seed is None else int(seed)),
         ]

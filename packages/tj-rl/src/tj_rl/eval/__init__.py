@@ -9,7 +9,7 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
-        "episodes": ["MetricsTable", "evaluate", "run_episode"],
+        "episodes": ["MetricsTable", "evaluate", "policy_scenario", "run_episode"],
         "heldout": ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"],
     },
 )

@@ -1,5 +1,9 @@
 """Running policies for whole episodes: ``run_episode`` (one row of SUMO's metrics, return and
-summed costs) and ``evaluate`` (several episodes -> ``MetricsTable`` with mean / std / spread)."""
+summed costs) and ``evaluate`` (several episodes -> ``MetricsTable`` with mean / std / spread).
+
+A policy may run on its own version of the scenario (``scenario_for``: e.g. an actuated net) and
+ask the env for reset options (``reset_options``: SUMO runs the lights); ``policy_scenario`` and
+``run_episode`` honour both, so every policy goes through the same protocol."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from tj_rl.env.core import TrafficSignalCore
 from tj_rl.env.metrics import METRIC_NAMES, Spread, spread
 from tj_rl.env.scenario import Scenario
 
-__all__ = ["MetricsTable", "evaluate", "run_episode"]
+__all__ = ["MetricsTable", "evaluate", "policy_scenario", "run_episode"]
 
 
 @dataclass
@@ -70,7 +74,7 @@ def evaluate(
             "evaluate needs EnvConfig(metrics=True or None): metrics come from SUMO's outputs"
         )
     cfg = replace(cfg, metrics=True)
-    env = TrafficSignalCore(cfg, scenario=scenario)
+    env = TrafficSignalCore(cfg, scenario=policy_scenario(pol, scenario))
     table = MetricsTable(policy=name)
     try:
         for ep, seed in enumerate(seeds):
@@ -80,10 +84,18 @@ def evaluate(
     return table
 
 
+def policy_scenario(pol: Policy, scenario: Scenario) -> Scenario:
+    """The scenario ``pol`` runs on: its ``scenario_for(scenario)`` where it has one."""
+    scenario_for = getattr(pol, "scenario_for", None)
+    return scenario_for(scenario) if callable(scenario_for) else scenario
+
+
 def run_episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
     """One full episode of ``pol`` on SUMO seed ``seed``: a row of SUMO's metrics (NaN when the
-    env's metrics are off), the summed reward (``return``) and every summed cost (``cost_<name>``)."""
-    obs, infos = env.reset(seed=seed)
+    env's metrics are off), the summed reward (``return``) and every summed cost (``cost_<name>``).
+    ``env`` must be built on ``policy_scenario(pol, ...)``; the policy's ``reset_options`` (if
+    any) go to ``env.reset``."""
+    obs, infos = env.reset(seed=seed, options=getattr(pol, "reset_options", None))
     pol.reset(env)
     ret, costs = 0.0, np.zeros(len(COST_NAMES))
     while True:

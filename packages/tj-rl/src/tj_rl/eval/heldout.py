@@ -2,8 +2,10 @@
 
 A policy is only compared on traffic it never trained on (DESIGN §10): route files from
 ``DemandPool.held_out`` (route seeds disjoint from training) and SUMO seeds outside training's.
-Each (route file, SUMO seed) episode is run once per policy with one ``EnvConfig`` (metrics on),
-and the table gives, per policy, mean, std, min and max over those episodes.
+Each (time window, route file, SUMO seed) episode is run once per policy with one ``EnvConfig``
+(metrics on), and the table gives, per policy, mean, std, min and max over those episodes. Every
+row names its window (a scenario with ``windows`` is evaluated in each of them), and the table
+keeps how each policy decides (``labels``, ``legend``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tj_rl.control.baselines import Policy, make_policy
+from tj_rl.control.baselines import Policy, describe_policy, make_policy
 from tj_rl.env.config import COST_NAMES, EnvConfig
 from tj_rl.env.core import TrafficSignalCore
 from tj_rl.env.metrics import Spread, spread
 from tj_rl.env.scenario import Scenario
-from tj_rl.eval.episodes import run_episode
+from tj_rl.eval.episodes import policy_scenario, run_episode
 from tj_rl.traffic.demand import DemandSet
 
 __all__ = ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"]
@@ -42,6 +44,8 @@ class HeldOutTable:
     name: str = "held-out"
     policies: tuple[str, ...] = ()
     rows: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # policy -> how it decides
+    windows: tuple[str, ...] = ()  # the time windows evaluated, in words
 
     def summary(self, metrics: Sequence[str] = HELDOUT_METRICS) -> dict[str, dict[str, Spread]]:
         """``{policy: {metric: Spread(mean, std, min, max, n)}}`` over the policy's episodes."""
@@ -62,6 +66,12 @@ class HeldOutTable:
                 for s in cols.values()
             ]
             lines.append("| " + " | ".join([pol, str(n), *cells]) + " |")
+        return "\n".join(lines)
+
+    def legend(self) -> str:
+        """Markdown lines under the table: the windows evaluated and how each policy decides."""
+        lines = [f"Time windows: {'; '.join(self.windows)}."] if self.windows else []
+        lines += [f"- `{p}`: {self.labels[p]}" for p in self.policies if p in self.labels]
         return "\n".join(lines)
 
 
@@ -92,12 +102,15 @@ def evaluate_heldout(
     training_seeds: Collection[int] = (),
     name: str | None = None,
 ) -> HeldOutTable:
-    """Run every policy on every route file x SUMO seed of ``scenario``'s net; one row each.
+    """Run every policy on every time window x route file x SUMO seed of ``scenario``; one row
+    each (``window``: its ``[begin, end]``).
 
     ``policies``: baseline names, objects with the ``Policy`` interface, or a name -> policy
     mapping. A baseline given by name is made afresh for every episode (its result does not
-    depend on the order); an object is reset at each episode's start. ``training_seeds``: the
-    SUMO seeds used in training; an overlap with ``seeds`` is an error."""
+    depend on the order); an object is reset at each episode's start. A policy with its own
+    scenario (``scenario_for``: e.g. ``sumo-actuated``'s net) runs in an env built on it; its
+    scenario is made before any SUMO run. ``training_seeds``: the SUMO seeds used in training; an
+    overlap with ``seeds`` is an error."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -113,16 +126,28 @@ def evaluate_heldout(
     if cfg.metrics is False:
         raise ValueError("evaluate_heldout needs EnvConfig(metrics=True or None): SUMO's outputs")
     cfg = replace(cfg, metrics=True)
-    table = HeldOutTable(name=name or "held-out", policies=tuple(named))
-    for i, path in enumerate(files):
-        env = TrafficSignalCore(cfg, scenario=scenario.with_routes(path))
-        try:
-            for seed in seeds:
-                for pol_name, pol in named.items():
-                    policy = make_policy(pol) if isinstance(pol, str) else pol
-                    row = run_episode(env, policy, len(table.rows), seed)
-                    table.rows.append({"policy": pol_name, "routes": path.name, "route_index": i,
-                                       **row})  # fmt: skip
-        finally:
-            env.close()
+    made = {k: make_policy(p) if isinstance(p, str) else p for k, p in named.items()}
+    own = {k: policy_scenario(p, scenario) for k, p in made.items()}  # nets converted here
+    table = HeldOutTable(name=name or "held-out", policies=tuple(named),
+                         labels={k: describe_policy(p) for k, p in made.items()},
+                         windows=tuple(w.describe_windows() for w in scenario.each_window()))  # fmt: skip
+    for w, window in enumerate(scenario.each_window()):
+        begin, seconds = window.begin, window.end - window.begin
+        for i, path in enumerate(files):
+            scs = {k: sc.window(begin, seconds).with_routes(path) for k, sc in own.items()}
+            envs: dict[Scenario, TrafficSignalCore] = {}  # one per distinct policy scenario
+            try:
+                for sc in scs.values():
+                    if sc not in envs:
+                        envs[sc] = TrafficSignalCore(cfg, scenario=sc)
+                for seed in seeds:
+                    for pol_name, pol in named.items():
+                        policy = make_policy(pol) if isinstance(pol, str) else pol
+                        row = run_episode(envs[scs[pol_name]], policy, len(table.rows), seed)
+                        table.rows.append({"policy": pol_name, "routes": path.name,
+                                           "route_index": i, "window": [begin, window.end],
+                                           "window_index": w, **row})  # fmt: skip
+            finally:
+                for env in envs.values():
+                    env.close()
     return table

@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "DemandSet",
             "DemandSpec",
             "generate_demand",
+            "pick_index",
             "pick_route",
             "read_departures",
         ],

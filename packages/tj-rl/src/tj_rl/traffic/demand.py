@@ -22,12 +22,13 @@ from typing import NamedTuple
 from xml.parsers import expat
 
 import numpy as np
+from sumolib.miscutils import SPECIAL_TIME_STRINGS
 from sumolib.net.lane import is_vehicle_class
 
 from tj_monitor import AtomicPath
 from tj_rl.env.errors import ScenarioError
 from tj_rl.env.runtime import SUMO_VERSION, child_env, tool_command
-from tj_rl.env.scenario import Scenario, open_xml
+from tj_rl.env.scenario import Scenario, open_xml, parse_time
 
 __all__ = [
     "DemandPool",
@@ -36,6 +37,7 @@ __all__ = [
     "Departure",
     "Runner",
     "generate_demand",
+    "pick_index",
     "pick_route",
     "read_departures",
     "run_command",
@@ -162,11 +164,14 @@ class Departure(NamedTuple):
     edges: str
 
 
-def _time(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:  # "triggered", "begin", ...: not a time
+def _time(value: str, path: str | Path, vehicle: str) -> float:
+    """A departure in any SUMO time form; SUMO's words that are no time (``triggered``...): NaN."""
+    if value.strip() in ("", *SPECIAL_TIME_STRINGS):
         return float("nan")
+    try:
+        return parse_time(value, what=f"route file {path}: vehicle {vehicle!r} depart")
+    except ScenarioError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def read_departures(path: str | Path) -> list[Departure]:
@@ -179,9 +184,8 @@ def read_departures(path: str | Path) -> list[Departure]:
         if depth[0] == 1 and tag != "routes":
             raise ValueError(f"route file {path}: root <{tag}>, expected <routes>")
         if tag in _VEHICLE_TAGS:
-            rows.append(
-                [attrs.get("id", ""), _time(attrs.get("depart", "")), attrs.get("route", "")]
-            )
+            vid = attrs.get("id", "")
+            rows.append([vid, _time(attrs.get("depart", ""), path, vid), attrs.get("route", "")])
             depth[1] = depth[0]
         elif tag == "route" and depth[1] == depth[0] - 1 and not rows[-1][2]:
             rows[-1][2] = attrs.get("edges", "")  # the vehicle's own route
@@ -258,18 +262,27 @@ def generate_demand(
     return [_generate_one(path, spec, s, out / f"routes-s{s}.rou.xml", runner) for s in spec.seeds]
 
 
-def pick_route(files: Sequence[Path], episode: int, seed: int = 0) -> Path:
-    """The route file of ``episode`` for a stream ``seed`` (e.g. an env runner's index): each
-    cycle of ``len(files)`` episodes uses every file once, in an order drawn from ``(seed,
-    cycle)``, so the same arguments always give the same file. Pure: an env can call it on a
-    pool's file list without the pool."""
+def pick_index(n: int, episode: int, seed: int | Sequence[int] = 0) -> int:
+    """Which of ``n`` items episode ``episode`` of a stream ``seed`` uses: each cycle of ``n``
+    episodes uses every item once, in an order drawn from ``(seed, cycle)``, so the same
+    arguments always give the same item. Pure (route files, episode windows)."""
     if episode < 0:
-        raise ValueError(f"pick_route: episode {episode} must be >= 0")
+        raise ValueError(f"pick_index: episode {episode} must be >= 0")
+    if n < 1:
+        raise ValueError("pick_index: nothing to pick from")
+    cycle, pos = divmod(int(episode), n)
+    entropy = [int(seed)] if isinstance(seed, Integral) else [int(s) for s in seed]
+    order = np.random.default_rng([*entropy, cycle]).permutation(n)
+    return int(order[pos])
+
+
+def pick_route(files: Sequence[Path], episode: int, seed: int = 0) -> Path:
+    """The route file of ``episode`` for a stream ``seed`` (e.g. an env runner's index):
+    ``pick_index`` over ``files``. Pure: an env can call it on a pool's file list without the
+    pool."""
     if not files:
         raise ValueError("pick_route: no route files")
-    cycle, pos = divmod(int(episode), len(files))
-    order = np.random.default_rng([int(seed), cycle]).permutation(len(files))
-    return Path(files[int(order[pos])])
+    return Path(files[pick_index(len(files), episode, seed)])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,165 @@
+"""The baselines users deploy: the scenario's own programs and SUMO's actuated control, run by SUMO
+and measured through the same evaluation protocol as every policy (SUMO and netconvert run, no
+mocks)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tj_rl.control import (
+    POLICIES,
+    ActuatedSpec,
+    ScenarioProgramPolicy,
+    SumoActuatedPolicy,
+    actuated_net,
+    describe_policy,
+    make_policy,
+    tls_types,
+)
+from tj_rl.control.actuated_net import without_programs
+from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.eval import evaluate
+from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
+from tj_rl.traffic.demand import run_command
+
+PROGRAMS = ("scenario-program", "sumo-actuated")
+
+
+@pytest.fixture
+def nets(tmp_path: Path) -> Path:
+    return tmp_path / "nets"
+
+
+def test_both_are_named_baselines_with_a_label() -> None:
+    assert set(PROGRAMS) <= set(POLICIES)
+    assert isinstance(make_policy("scenario-program"), ScenarioProgramPolicy)
+    assert isinstance(make_policy("sumo-actuated", min_dur=4), SumoActuatedPolicy)
+    assert "own signal programs" in describe_policy("scenario-program")
+    label = describe_policy(SumoActuatedPolicy(min_dur=4, max_dur=40))
+    assert "--tls.default-type actuated" in label and "--tls.min-dur 4 --tls.max-dur 40" in label
+    assert "programmed duration" in describe_policy("fixed-time")
+    assert "scores 2 more" in describe_policy(make_policy("greedy", margin=2))
+    with pytest.raises(ValueError, match="base 'sumo-actuated' must be one of"):
+        make_policy("mixed", base="sumo-actuated")
+    with pytest.raises(ValueError, match="min_dur 9 > max_dur 8"):
+        ActuatedSpec(min_dur=9, max_dur=8)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_a_whole_episode_through_evaluate_gives_finite_metrics(
+    default_sc: Scenario, name: str
+) -> None:
+    row = evaluate(default_sc.replace(end=300.0), name, seeds=[2]).rows[0]
+    assert row["status"] == "time_limit" and row["vetoes"] == 0 and row["cost_veto"] == 0
+    for key in HELDOUT_METRICS:
+        assert math.isfinite(row[key]), key
+    assert row["throughput"] > 10
+
+
+def test_actuated_changes_the_program_type_and_the_delays(default_sc: Scenario, nets: Path) -> None:
+    sc = default_sc.replace(end=600.0)
+    actuated = SumoActuatedPolicy(cache_dir=nets)
+    converted = actuated.scenario_for(sc)
+    assert tls_types(sc.net_file) == {"A0": "static"}
+    assert tls_types(converted.net_file) == {"A0": "actuated"}
+    assert converted.net_file.parent == nets and converted.route_files == sc.route_files
+    delay = {n: evaluate(sc, p, seeds=[3]).rows[0]["avg_delay"]
+             for n, p in (("program", ScenarioProgramPolicy()), ("actuated", actuated))}  # fmt: skip
+    assert delay["program"] != delay["actuated"]
+
+
+def test_sumo_runs_its_own_program_and_the_env_applies_nothing(default_sc: Scenario) -> None:
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=default_sc.replace(end=200.0))
+    try:
+        pol = ScenarioProgramPolicy()
+        env.reset(seed=0, options=pol.reset_options)
+        states, trunc = set(), {"__all__": False}
+        while not trunc["__all__"]:
+            _, _, _, trunc, infos = env.step({"A0": 1})  # ignored: SUMO runs the lights
+            assert infos["A0"]["applied_action"] == -1 and not infos["A0"]["vetoed"]
+            conn = env.backend.conn
+            if conn is not None:
+                assert conn.trafficlight.getProgram("A0") == "0"  # the net's own, never ours
+                states.add(conn.trafficlight.getRedYellowGreenState("A0"))
+        assert len(states) >= 3  # SUMO cycles its program (greens and yellows)
+        _obs, infos = env.reset(seed=0)  # the next episode is the agents' again
+        _, _, _, _, infos = env.step({"A0": 0})
+        assert infos["A0"]["applied_action"] == 0
+        with pytest.raises(ValueError, match="reset option signals='sumo': one of"):
+            env.reset(options={"signals": "sumo"})
+    finally:
+        env.close()
+
+
+def test_converted_nets_are_cached_per_net_and_options(
+    default_sc: Scenario, nets: Path, tmp_path: Path
+) -> None:
+    ran: list[Sequence[str]] = []  # netconvert's runs (the real runner, counted)
+
+    def runner(cmd: Sequence[str], cwd: Path) -> None:
+        ran.append(cmd)
+        run_command(cmd, cwd)
+
+    a = actuated_net(default_sc.net_file, cache_dir=nets, runner=runner)
+    assert len(ran) == 1 and actuated_net(default_sc.net_file, cache_dir=nets, runner=runner) == a
+    assert len(ran) == 1  # reused
+    b = actuated_net(default_sc.net_file, spec=ActuatedSpec(max_dur=40), cache_dir=nets,
+                     runner=runner)  # fmt: skip
+    assert len(ran) == 2 and b != a and 'maxDur="40"' in b.read_text()
+    a.write_text(a.read_text()[:1000])  # a damaged cache entry is converted again
+    assert actuated_net(default_sc.net_file, cache_dir=nets, runner=runner) == a
+    assert len(ran) == 3 and tls_types(a) == {"A0": "actuated"}
+    assert sorted(p.name for p in nets.iterdir()) == sorted([a.name, b.name])  # no temp files
+    copy = tmp_path / "copy.net.xml"
+    copy.write_text(default_sc.net_file.read_text().replace("<net ", "<net  ", 1))
+    assert actuated_net(copy, cache_dir=nets, runner=runner) != a  # another net: another file
+    assert len(ran) == 4
+
+
+def test_the_scenarios_own_program_files_are_left_out(tmp_path: Path, nets: Path) -> None:
+    only = tmp_path / "plans.add.xml"
+    only.write_text('<additional><tlLogic id="A0" programID="x" type="static">'
+                    '<phase duration="9" state="GGrr"/></tlLogic></additional>')  # fmt: skip
+    mixed = tmp_path / "mixed.add.xml"
+    mixed.write_text('<additional><vType id="car"/><tlLogic id="A0" programID="y" type="static">'
+                     '<phase duration="9" state="GGrr"/></tlLogic></additional>')  # fmt: skip
+    plain = tmp_path / "types.add.xml"
+    plain.write_text('<additional><vType id="bus"/></additional>')
+    kept = without_programs([only, mixed, plain], nets)
+    assert kept[1] == plain and len(kept) == 2
+    assert "vType" in kept[0].read_text() and "tlLogic" not in kept[0].read_text()
+    assert kept[0].parent == nets
+    (empty,) = without_programs([only], nets, keep_one=True)
+    assert empty.read_text().strip() == "<additional/>"
+    assert without_programs([only], nets) == ()
+
+
+def test_held_out_table_holds_both_with_their_labels(default_sc: Scenario, nets: Path) -> None:
+    sc = default_sc.replace(end=120.0)
+    policies = {"fixed-time": "fixed-time", "scenario-program": "scenario-program",
+                "sumo-actuated": SumoActuatedPolicy(cache_dir=nets)}  # fmt: skip
+    table = evaluate_heldout(sc, policies, sc.route_files, seeds=[7, 8])
+    assert table.policies == ("fixed-time", "scenario-program", "sumo-actuated")
+    assert len(table.rows) == 6 and all(r["window"] == [0.0, 120.0] for r in table.rows)
+    summary = table.summary()
+    assert summary["sumo-actuated"]["avg_delay"].n == 2
+    legend = table.legend()
+    assert "Time windows: [0, 120) s (00:00:00-00:02:00)." in legend
+    assert "- `sumo-actuated`: SUMO's gap-based actuated control" in legend
+    assert "- `scenario-program`: the scenario's own signal programs" in legend
+    alone = evaluate(sc, SumoActuatedPolicy(cache_dir=nets), seeds=[8]).rows[0]
+    actuated = [r for r in table.rows if r["policy"] == "sumo-actuated"]
+    assert {k: alone[k] for k in HELDOUT_METRICS} == {k: actuated[1][k] for k in HELDOUT_METRICS}
+
+
+def test_cache_dir_defaults_under_xdg_cache_home(
+    default_sc: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(os.environ, "XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    net = make_policy("sumo-actuated").scenario_for(default_sc).net_file
+    assert net.parent == tmp_path / "xdg" / "tj-rl" / "nets"
