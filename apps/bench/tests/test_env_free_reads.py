@@ -1,4 +1,4 @@
-"""The env suite's free-reads ablation (``suites/_env_free_reads.py``) replays exactly the episode
+"""The env suite's free-reads ablation (``suites/_env_worker.py``) replays exactly the episode
 it recorded, and refuses an episode that diverged from the record (the bound it reports would not
 measure the same work). Each case runs in a fresh interpreter: the ablation patches tj-rl's
 session class for its whole process. The suite itself runs the ablation and the native reader
@@ -14,7 +14,7 @@ from tj_bench import Results
 
 _SCRIPT = """
 import json
-from tj_bench.suites._env_free_reads import record_reads, replay_reads
+from tj_bench.suites._env_worker import record_reads, replay_reads
 from tj_rl.control import RandomPolicy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
 

@@ -13,9 +13,16 @@ import numpy as np
 import pytest
 
 from tj_bench import SuiteContext
-from tj_bench.suites import _cache_cases
-from tj_bench.suites._cache_cases import Slowed, truncated_outcome
-from tj_bench.suites.cache import CASES, COMPARED, SUITE, parse_sizes, put_get
+from tj_bench.suites import cache as cache_suite
+from tj_bench.suites.cache import (
+    CASES,
+    COMPARED,
+    SUITE,
+    Slowed,
+    parse_sizes,
+    put_get,
+    truncated_outcome,
+)
 
 SIZES = ("64KiB", "1024KiB")
 
@@ -83,7 +90,7 @@ def test_put_get_counts() -> None:
 
 def test_slowed_sleeps_in_every_operation(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(_cache_cases.time, "sleep", slept.append)
+    monkeypatch.setattr(cache_suite.time, "sleep", slept.append)
     inner = _Dict()
     put_get(Slowed(inner, 0.25), [np.zeros(2)] * 6, np.random.default_rng(0))
     assert slept == [0.25] * 12 and inner.calls == 12

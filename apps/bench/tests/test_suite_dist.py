@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from tj_bench.suite import parse_counts
 from tj_bench.suites._dist_accumulate import VARIANTS
-from tj_bench.suites._dist_checkpoint import checkpoint_round, make_state
-from tj_bench.suites.dist import accumulation_ratios, parse_sizes
+from tj_bench.suites.dist import accumulation_ratios, checkpoint_round, make_state
 
 
 def _positive(r, name: str, unit: str) -> float:
@@ -55,11 +55,11 @@ def test_quick_run_accumulation(quick) -> None:
         assert not any(f.name.startswith("accumulate/nccl") for f in r.figures)
 
 
-def test_parse_sizes() -> None:
-    assert parse_sizes("64, 256") == [64, 256]
-    for bad in ("", "0", "64,-1"):
-        with pytest.raises(ValueError):
-            parse_sizes(bad)
+def test_parse_sizes() -> None:  # the sizes_mib option
+    assert parse_counts("64, 256", "sizes_mib") == [64, 256]
+    for bad in ("", "0", "64,-1", "64,64"):
+        with pytest.raises(ValueError, match="sizes_mib"):
+            parse_counts(bad, "sizes_mib")
 
 
 def test_accumulation_ratios() -> None:

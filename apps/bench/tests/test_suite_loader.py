@@ -1,11 +1,11 @@
 """The loader suite: its quick run records every setting of the table, the planner's and
 autotune's picks, the budget epochs and the sweep plot consistently; its helpers (the verdicts
-of one repetition, the training-step stand-in, the plot) do what the suite relies on."""
+of one repetition, the plot) do what the suite relies on (the training-step stand-in,
+``tj_data.busy_step``, is tested in tj-data)."""
 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import psutil
@@ -14,7 +14,7 @@ import pytest
 from tj_bench.suite import SuiteContext
 from tj_bench.suites._loader_plot import SweepPoint, plot_sweep
 from tj_bench.suites._loader_table import Setting
-from tj_bench.suites.loader import _compare, busy
+from tj_bench.suites.loader import _compare
 from tj_data import LoaderMeasurement
 
 MIB = 1 << 20
@@ -95,12 +95,7 @@ def test_compare_uses_the_fastest_hand_setting_within_the_budget(tmp_path: Path)
     assert math.isnan(res.figure("autotune/x_fastest_hand").values[-1])
 
 
-def test_busy_step_and_plot(tmp_path: Path) -> None:
-    assert busy(0) is None
-    step = busy(20)
-    t0 = time.perf_counter()
-    step(None)
-    assert time.perf_counter() - t0 >= 0.02
+def test_plot(tmp_path: Path) -> None:
     points = [SweepPoint(label="safe 4x2", kind="tj", batches_per_s=100, peak_pss_mib=800),
               SweepPoint(label="safe 4x2", kind="seed_style", batches_per_s=90,
                          peak_pss_mib=4000)]  # fmt: skip

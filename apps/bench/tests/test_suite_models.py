@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
+from tj_bench.measure import ratio
 from tj_bench.suite import parse_list
 from tj_bench.suites._models_child import COMPONENTS
-from tj_bench.suites.models import figure, ratio, targets
+from tj_bench.suites.models import figure, targets
 
 
 def test_quick_run_records_every_component(quick) -> None:

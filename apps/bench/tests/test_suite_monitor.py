@@ -6,8 +6,7 @@ import math
 
 import psutil
 
-from tj_bench.suites._monitor_cost import READINGS, sampling_run
-from tj_bench.suites._monitor_tree import worker_children
+from tj_bench.suites.monitor import READINGS, sampling_run, worker_children
 
 
 def test_quick_run_measures_both_configurations(quick) -> None:

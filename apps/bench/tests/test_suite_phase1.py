@@ -11,6 +11,7 @@ import pytest
 from tj_bench.suites._phase_app import AppArgs, run_app, split_sets
 from tj_bench.suites._phase_read import phase1_readings
 from tj_bench.suites._phase_scenario import QUICK_PHASE1, QUICK_PROFILE, base_args
+from tj_hybrid import Phase1Summary, WorldModelErrors
 
 FIGURES = ("wall", "recording", "training", "error/world_model", "error/constant_velocity",
            "improvement", "data_wait", "peak_tree_pss", "budget")  # fmt: skip
@@ -30,9 +31,11 @@ def test_phase1_quick_run(quick) -> None:
 
 
 def test_phase1_readings_from_summary() -> None:
-    summary = {"eval": {"model_mae": 6.0, "cv_mae": 10.0, "improvement": 0.4},
-               "wall_s": {"data": 5.0, "train": 40.0}, "data_wait_fraction": 0.07,
-               "peak_tree_pss": 2 * 2**30, "budget_bytes": 14 * 2**30}  # fmt: skip
+    errors = WorldModelErrors(vehicles=100, model_mae=6.0, model_rmse=7.0, cv_mae=10.0,
+                              cv_rmse=11.0, improvement=0.4)  # fmt: skip
+    summary = Phase1Summary(eval=errors, wall_s={"data": 5.0, "train": 40.0, "total": 46.0},
+                            data_wait_fraction=0.07, windows_per_s=50.0, steps=40,
+                            peak_tree_pss=2 * 2**30, budget_bytes=14 * 2**30)  # fmt: skip
     got = {r.name: r for r in phase1_readings(summary, 60.0)}
     assert set(got) == set(FIGURES)
     assert got["improvement"].value == pytest.approx(40.0) and got["improvement"].better == "higher"

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tj_bench.suite import parse_counts, parse_list
 from tj_bench.suites._phase_app import AppArgs
-from tj_bench.suites._phase_chain import parse_seeds, parse_variants, phase1_base
+from tj_bench.suites._phase_chain import VARIANTS, phase1_base
 from tj_bench.suites._phase_read import BASELINES, phase2_readings
+from tj_hybrid import Evaluation, HeldOutSet, PhaseResult, Spread
 
 SETS = ("held_out", "held_out_heavy")
 
@@ -33,26 +35,29 @@ def test_phase2_quick_run(quick) -> None:
     assert r.figure("sampling/rllib_share").median < 100
 
 
-def test_parse_options() -> None:
-    assert parse_seeds("0, 1,2") == [0, 1, 2]
-    assert parse_variants("graph,lane-mlp") == ["graph", "lane-mlp"]
-    for bad in ("", "1,1", "x"):
+def test_parse_options() -> None:  # seeds (from 0) and variants
+    assert parse_counts("0, 1,2", "seeds", 0) == [0, 1, 2]
+    assert parse_list("graph,lane-mlp", tuple(VARIANTS), "variants") == ("graph", "lane-mlp")
+    for bad in ("", "1,1", "x", "-1"):
         with pytest.raises(ValueError):
-            parse_seeds(bad)
+            parse_counts(bad, "seeds", 0)
     for bad in ("", "graph,graph", "gnn"):
         with pytest.raises(ValueError):
-            parse_variants(bad)
+            parse_list(bad, tuple(VARIANTS), "variants")
 
 
-def _summary(delay: float) -> dict:
-    return {p: {"avg_delay": {"mean": delay + i}, "cost_low_ttc": {"mean": 10.0 * i}}
-            for i, p in enumerate(("phase2", *BASELINES))}  # fmt: skip
+def _summary(delay: float) -> HeldOutSet:
+    spreads = {p: {"avg_delay": delay + i, "cost_low_ttc": 10.0 * i}
+               for i, p in enumerate(("phase2", *BASELINES))}  # fmt: skip
+    return HeldOutSet(rows=[], summary={p: {k: Spread(mean=v, std=0.0, min=v, max=v, n=1)
+                                            for k, v in m.items()} for p, m in spreads.items()})  # fmt: skip
 
 
-def test_phase2_readings() -> None:
-    result = {"metrics": {"train_wall_s": 500.0, "peak_tree_pss": 1536 * 2**20,
-                          "tree_uss_before": 900 * 2**20, "tree_uss_after": 906 * 2**20}}  # fmt: skip
-    evaluation = {s: {"summary": _summary(9.0 if s == "held_out" else 10.0)} for s in SETS}
+def test_phase2_readings(tmp_path: Path) -> None:
+    result = PhaseResult(name="2", agent=tmp_path, report=tmp_path, headline="",
+                         metrics={"train_wall_s": 500.0, "peak_tree_pss": 1536 * 2**20,
+                                  "tree_uss_before": 900 * 2**20, "tree_uss_after": 906 * 2**20})  # fmt: skip
+    evaluation = Evaluation(held_out=_summary(9.0), held_out_heavy=_summary(10.0))
     got = {r.name: r for r in phase2_readings(result, evaluation, 600.0, baselines=True)}
     assert (
         got["delay/held_out/policy"].value == 9.0 and got["delay/held_out/policy"].better == "lower"

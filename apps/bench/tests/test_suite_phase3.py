@@ -4,10 +4,12 @@ readings (changes, cache speed-up) from a run's files."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from tj_bench.suites._phase_read import cache_speedup, phase3_readings
+from tj_hybrid import Evaluation, HeldOutSet, PhaseResult, Spread
 
 POLICIES = ("phase3", "phase2", "fixed-time", "max-pressure", "greedy")
 
@@ -40,19 +42,27 @@ def test_cache_speedup() -> None:
     assert math.isnan(cache_speedup([{"step": 1}]))
 
 
-def _summary(delay: float, cost: float) -> dict:
-    return {p: {"avg_delay": {"mean": delay}, "cost": {"mean": cost}} for p in POLICIES}
+def _held(summary: dict[str, dict[str, float]]) -> HeldOutSet:
+    return HeldOutSet(rows=[], summary={p: {k: Spread(mean=v, std=0.0, min=v, max=v, n=1)
+                                            for k, v in m.items()} for p, m in summary.items()})  # fmt: skip
 
 
-def test_phase3_readings() -> None:
-    metrics = {"avg_delay": {"phase3": 9.0, "phase2": 10.0, "fixed-time": 27.0, "greedy-m2": 12.0},
-               "cost": {"phase3": 45.0, "phase2": 50.0, "greedy-m2": 78.0}, "cost_limit": None,
-               "lambda": 2.9,
+def test_phase3_readings(tmp_path: Path) -> None:
+    delay = {"phase3": 9.0, "phase2": 10.0, "fixed-time": 27.0, "greedy-m2": 12.0}
+    cost = {"phase3": 45.0, "phase2": 50.0, "greedy-m2": 78.0}
+    metrics = {"cost_limit": None, "lambda": 2.9,
                "data_wait_fraction": 0.37, "train_wall_s": 97.0, "peak_tree_pss": 3 * 2**30,
                "tree_uss_before": 10 * 2**20, "tree_uss_after": 16 * 2**20}  # fmt: skip
-    evaluation = {"held_out_heavy": {"summary": _summary(11.0, 100.0)}}
+    result = PhaseResult(name="3", agent=tmp_path, report=tmp_path, headline="", metrics=metrics)
+
+    def evaluation() -> Evaluation:
+        held = {p: {"avg_delay": d, **({"cost": cost[p]} if p in cost else {})}
+                for p, d in delay.items()}  # fmt: skip
+        heavy = {p: {"avg_delay": 11.0, "cost": 100.0} for p in POLICIES}
+        return Evaluation(held_out=_held(held), held_out_heavy=_held(heavy))
+
     rows = [{"time/epoch_first_s": 2.0, "time/epoch_later_s": 1.0}]
-    got = {r.name: r for r in phase3_readings({"metrics": metrics}, evaluation, rows, 150.0)}
+    got = {r.name: r for r in phase3_readings(result, evaluation(), rows, 150.0)}
     assert got["cost_change"].value == pytest.approx(-10.0)
     assert got["delay_change"].value == pytest.approx(-10.0)
     assert got["delay/fixed-time"].better is None and "delay/greedy" not in got
@@ -60,6 +70,6 @@ def test_phase3_readings() -> None:
     assert math.isnan(got["cost_limit"].value)  # not calibrated: no episode ended
     assert got["heavy/cost/phase3"].value == 100.0 and got["cache_speedup"].value == 2.0
     assert got["data_wait"].value == pytest.approx(37.0) and got["uss_left"].value == 6.0
-    metrics["cost"]["phase2"] = 0.0
-    got = {r.name: r for r in phase3_readings({"metrics": metrics}, evaluation, rows, 150.0)}
+    cost["phase2"] = 0.0
+    got = {r.name: r for r in phase3_readings(result, evaluation(), rows, 150.0)}
     assert math.isnan(got["cost_change"].value)

@@ -95,3 +95,15 @@ def test_missing_and_malformed_files_name_the_file(tmp_path: Path) -> None:
         read_evaluation(tmp_path, "3")
     with pytest.raises(ValueError, match="no phase '4'; phases: 1, 2, 3"):
         phase_dir(tmp_path, "4")
+
+
+def test_the_phase_reports_means_are_the_results_apis(tmp_path: Path) -> None:
+    from tj_hybrid import HeldOutSet
+    from tj_hybrid.evaluation import means
+
+    held = held_out_set(_table(9.0), HELDOUT_METRICS)  # the in-process form a phase reports from
+    assert means(held["summary"], "avg_delay") == {"phase2": 9.5, "fixed-time": 19.5}
+    typed = HeldOutSet.from_summary(held["summary"])
+    assert typed.means("avg_delay") == means(held["summary"], "avg_delay")
+    assert typed.summary["fixed-time"]["avg_delay"].n == 2 and typed.rows == []
+    assert means(held["summary"], "no_such_metric") == {}

@@ -145,3 +145,18 @@ def test_one_storage_per_batch_and_apply_storage() -> None:
     assert b._shared_storage() is None
     d = b.apply_storage(lambda t: t.clone())
     assert torch.equal(d.x, b.x)
+
+
+def test_store_to_pyg_holds_every_sample_as_sample_to_pyg_builds_it(tmp_path) -> None:
+    from tj_data import GraphStore, store_to_pyg
+    from tj_data.synthetic import write_synthetic
+
+    write_synthetic({"npy": tmp_path / "s"}, samples=300, shard_size=128)  # 3 shards
+    store = GraphStore.open(tmp_path / "s")
+    ds = store_to_pyg(store)
+    assert len(ds) == 300
+    for i in (0, 127, 128, 299):
+        ref = sample_to_pyg(store[i], store.schema)
+        assert set(ds[i].keys()) == set(ref.keys())
+        for key in ref.keys():  # noqa: SIM118
+            assert torch.equal(ds[i][key], ref[key]), (i, key)

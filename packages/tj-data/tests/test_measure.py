@@ -1,15 +1,17 @@
 """`measure_loader` counts what it timed, on an injected clock (one tick per reading, so nothing
 here depends on the machine's speed): warm-up batches are not counted, an epoch's end restarts
-the loader, the step runs on every timed batch, and a budget stops the run."""
+the loader, the step runs on every timed batch, and a budget stops the run. `measure_epoch`
+counts one pass; `busy_step` spends at least what it is asked."""
 
 from __future__ import annotations
 
 import itertools
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from tj_data import LoaderMeasurement, measure_loader
+from tj_data import LoaderMeasurement, busy_step, measure_epoch, measure_loader
 
 
 def _ticks():
@@ -59,3 +61,22 @@ def test_bad_arguments_and_results_are_refused() -> None:
     with pytest.raises(ValueError, match="negative"):
         LoaderMeasurement(samples=-1, batches=0, seconds=1.0, peak_pss=0)
     assert LoaderMeasurement(samples=5, batches=1, seconds=0.0, peak_pss=0).samples_per_s == 0.0
+
+
+def test_measure_epoch_counts_one_pass_or_its_first_batches() -> None:
+    loader = [_batch(4), _batch(4), _batch(2)]
+    m = measure_epoch(loader, clock=_ticks())
+    assert (m.samples, m.batches, m.seconds) == (10, 3, 1.0) and m.peak_pss > 0
+    again = measure_epoch(loader, max_batches=2, clock=_ticks())  # the same loader, next epoch
+    assert (again.samples, again.batches) == (8, 2)
+    with pytest.raises(ValueError, match="max_batches"):
+        measure_epoch(loader, max_batches=-1)
+
+
+def test_busy_step_spends_at_least_its_milliseconds() -> None:
+    assert busy_step(0) is None
+    step = busy_step(20)
+    assert step is not None
+    t0 = time.perf_counter()
+    step(None)
+    assert time.perf_counter() - t0 >= 0.02

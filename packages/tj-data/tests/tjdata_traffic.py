@@ -1,4 +1,5 @@
-"""A small synthetic store with the traffic snapshot's column names (tests only)."""
+"""A small synthetic store with the traffic snapshot's column names (tests only): episodes of
+vehicles that persist across steps, in ``tj_data.synthetic.TRAFFIC_SCHEMA``."""
 
 from __future__ import annotations
 
@@ -6,33 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tj_data import FieldSpec, GraphStoreWriter, Schema
+from tj_data import GraphStoreWriter, Schema
+from tj_data.synthetic import NODE_COLUMNS as NODE
+from tj_data.synthetic import TRAFFIC_SCHEMA
 
-NODE = (
-    "rel_x",
-    "rel_y",
-    "speed",
-    "accel",
-    "heading_sin",
-    "heading_cos",
-    "dist_to_stop_line",
-    "waiting_time",
-    "length",
-)
-EDGE = ("dx", "dy", "closing_speed", "inv_ttc")
+__all__ = ["NODE", "traffic_schema", "write_traffic"]
 
 
 def traffic_schema() -> Schema:
-    return Schema(
-        fields=(
-            FieldSpec(name="x", level="node", dtype="float32", shape=(9,), columns=NODE),
-            FieldSpec(name="vehicle_id", level="node", dtype="int64"),
-            FieldSpec(name="y_next", level="node", dtype="float32", shape=(9,), columns=NODE),
-            FieldSpec(name="edge_attr", level="edge", dtype="float32", shape=(4,), columns=EDGE),
-            FieldSpec(name="intersection", level="sample", dtype="int64"),
-            FieldSpec(name="sim_time", level="sample", dtype="float32"),
-        )
-    )
+    """tj_data.synthetic's traffic schema: the snapshot's columns and a ``y_next`` target."""
+    return TRAFFIC_SCHEMA
 
 
 def write_traffic(

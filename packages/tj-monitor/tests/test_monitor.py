@@ -8,9 +8,11 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tj_monitor import MemoryMonitor, MemorySample, MonitorConfig
@@ -31,8 +33,11 @@ def test_thread_samples_records_and_exports(tmp_path: Path) -> None:
     cfg = MonitorConfig(interval_s=0.02, jsonl_path=stream, nvml=False)
     with MemoryMonitor(cfg) as mon:
         _wait_for(lambda: mon.stats.samples >= 4)
+        tid = mon.thread_id
+        assert tid != threading.get_native_id()
+        assert tid in {t.id for t in psutil.Process().threads()}
     st = mon.stats
-    assert mon._thread is None  # stopped and joined
+    assert mon._thread is None and mon.thread_id is None  # stopped and joined
     assert st.samples >= 4 and st.errors == 0 and st.cpu_seconds > 0 and st.wall_seconds > 0
     hist = mon.history
     assert len(hist) == st.samples and all(isinstance(s, MemorySample) for s in hist)

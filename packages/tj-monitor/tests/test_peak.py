@@ -22,7 +22,8 @@ def _wait_for(cond, timeout: float = 20.0) -> None:
 
 def test_peak_keeps_the_highest_tree_pss_after_the_memory_is_freed(worker_tree) -> None:
     root = worker_tree.root.pid
-    base = tree_memory(root).pss
+    before = tree_memory(root)
+    base = before.pss
     with PeakPssSampler(interval=0.02, pid=root) as peak:
         assert worker_tree.send("alloc a 200") == "ok"
         _wait_for(lambda: peak.peak_pss >= base + 180 * MiB)
@@ -31,6 +32,7 @@ def test_peak_keeps_the_highest_tree_pss_after_the_memory_is_freed(worker_tree) 
     assert peak.peak_pss >= base + 180 * MiB
     assert peak.peak_pss < base + 260 * MiB  # PSS of the tree, not RSS of each process
     assert peak.peak_processes == 2 and peak.samples >= 3
+    assert before.uss + 180 * MiB <= peak.peak_uss < before.uss + 260 * MiB  # private: the child's
 
 
 def test_exit_takes_a_final_reading_and_a_vanished_root_stops_the_thread() -> None:

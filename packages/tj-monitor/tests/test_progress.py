@@ -27,3 +27,10 @@ def test_bars_have_the_info_and_eta_columns() -> None:
         bar.refresh()
     shown = out.getvalue()
     assert "phase 1" in shown and "2/4" in shown and "loss 0.5" in shown and "eta" in shown
+
+
+def test_a_disabled_bar_shows_nothing() -> None:
+    out = io.StringIO()
+    with progress_bar(console=Console(file=out, force_terminal=True), disable=True) as bar:
+        bar.advance(bar.add_task("recording", total=2, info=""))
+    assert out.getvalue() == ""

@@ -92,57 +92,59 @@ def _run(argv: Sequence[str]) -> int:
     results = run_suites(config, show_progress=sys.stderr.isatty(), on_suite=_print_suite)
     (config.out_dir / "results.md").write_text(render_results(results))
     print(f"results: {config.results_path} (markdown: {config.out_dir / 'results.md'})")
-    status = 0
-    bad = [s for s in results.suites if s.status == "failed"]
-    for s in bad:
+    failed = [s for s in results.suites if s.status == "failed"]
+    for s in failed:
         print(f"suite {s.suite} FAILED: {s.error}", file=sys.stderr)
-        status = 1
-    if old is not None:
-        rows = compare(results, old, args.threshold)
-        print(render_comparison(rows))
-        regressed = [r for r in rows if r.regressed]
-        if regressed:
-            names = ", ".join(f"{r.suite}/{r.figure}" for r in regressed)
-            print(f"REGRESSED against {args.compare}: {names}", file=sys.stderr)
-            status = 1
-    return status
+    regressed = _compared(results, old, args.threshold, args.compare) if old is not None else 0
+    return 1 if failed or regressed else 0
 
 
-def _compare(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="apps/bench compare", description="Compare two results files.")
-    ap.add_argument("new", type=Path)
-    ap.add_argument("old", type=Path)
-    ap.add_argument("--threshold", type=float, default=0.10)
-    args = ap.parse_args(argv)
-    try:
-        rows = compare(Results.load(args.new), Results.load(args.old), args.threshold)
-    except (ResultsError, OSError, ValueError) as exc:
-        ap.error(str(exc))
+def _compared(new: Results, old: Results, threshold: float, against: Path) -> int:
+    """Print the comparison; 1 when a figure regressed (named on stderr), else 0."""
+    rows = compare(new, old, threshold)
     print(render_comparison(rows))
-    return 1 if any(r.regressed for r in rows) else 0
+    regressed = ", ".join(f"{r.suite}/{r.figure}" for r in rows if r.regressed)
+    if regressed:
+        print(f"REGRESSED against {against}: {regressed}", file=sys.stderr)
+    return 1 if regressed else 0
 
 
-def _report(argv: Sequence[str]) -> int:
-    from tj_bench.report import TemplateError, parse_labelled, render_report
+def _tools_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="apps/bench", description="TJ Transport benchmark runner.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    cmp = sub.add_parser("compare", description="Compare two results files.")
+    cmp.add_argument("new", type=Path)
+    cmp.add_argument("old", type=Path)
+    cmp.add_argument("--threshold", type=float, default=0.10)
+    rep = sub.add_parser("report", description="Render docs/BENCHMARKS.md from results files.")
+    rep.add_argument("results", nargs="+", metavar="[LABEL=]RESULTS.json",
+                     help="results files (later ones win per suite); a labelled file's suites "
+                          "are SUITE@LABEL in the template and replace nothing")  # fmt: skip
+    rep.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    rep.add_argument("--output", type=Path, default=None, help="default: print to stdout")
+    red = sub.add_parser("redact", description="Replace this machine's paths in a results file.")
+    red.add_argument("results", type=Path)
+    red.add_argument("--path", dest="rules", action="append", default=[], metavar="PATH=STAND_IN",
+                     help="replace PATH wherever it occurs (repeatable)")  # fmt: skip
+    red.add_argument("--keep-home", action="store_true", help="leave the home folder as it is")
+    red.add_argument("--output", type=Path, default=None, help="default: rewrite RESULTS")
+    return ap
 
-    ap = argparse.ArgumentParser(prog="apps/bench report",
-                                 description="Render docs/BENCHMARKS.md from results files.")
-    ap.add_argument("results", nargs="+", metavar="[LABEL=]RESULTS.json",
-                    help="results files (later ones win per suite); a labelled file's suites "
-                         "are SUITE@LABEL in the template and replace nothing")  # fmt: skip
-    ap.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
-    ap.add_argument("--output", type=Path, default=None, help="default: print to stdout")
-    args = ap.parse_args(argv)
-    try:
-        labelled = [parse_labelled(a) for a in args.results]
-        paths = [Path(p) for _, p in labelled]
-        loaded = [Results.load(p) for p in paths]
-        page_dir = (args.output or Path("page.md")).resolve().parent
-        folders = [p.resolve().parent for p in paths]  # a suite's PNGs lie beside it
-        text = render_report(args.template.read_text(), loaded, assets=folders,
-                             page_dir=page_dir, labels=[x for x, _ in labelled])  # fmt: skip
-    except (ResultsError, TemplateError, OSError, ValueError) as exc:
-        ap.error(str(exc))
+
+def _compare(args: argparse.Namespace) -> int:
+    return _compared(Results.load(args.new), Results.load(args.old), args.threshold, args.old)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tj_bench.report import parse_labelled, render_report
+
+    labelled = [parse_labelled(a) for a in args.results]
+    paths = [Path(p) for _, p in labelled]
+    loaded = [Results.load(p) for p in paths]
+    page_dir = (args.output or Path("page.md")).resolve().parent
+    folders = [p.resolve().parent for p in paths]  # a suite's PNGs lie beside it
+    text = render_report(args.template.read_text(), loaded, assets=folders, page_dir=page_dir,
+                         labels=[x for x, _ in labelled])  # fmt: skip
     if args.output is None:
         print(text)
     else:
@@ -151,33 +153,26 @@ def _report(argv: Sequence[str]) -> int:
     return 0
 
 
-def _redact(argv: Sequence[str]) -> int:
+def _redact(args: argparse.Namespace) -> int:
     from tj_bench.redact import parse_rule, redact_file
 
-    ap = argparse.ArgumentParser(prog="apps/bench redact",
-                                 description="Replace this machine's paths in a results file.")
-    ap.add_argument("results", type=Path)
-    ap.add_argument("--path", dest="rules", action="append", default=[], metavar="PATH=STAND_IN",
-                    help="replace PATH wherever it occurs (repeatable)")
-    ap.add_argument("--keep-home", action="store_true", help="leave the home folder as it is")
-    ap.add_argument("--output", type=Path, default=None, help="default: rewrite RESULTS")
-    args = ap.parse_args(argv)
-    try:
-        rules = [parse_rule(r) for r in args.rules]
-        home = None if args.keep_home else str(Path.home())
-        out = redact_file(args.results, rules, output=args.output, home=home)
-    except (ResultsError, OSError, ValueError) as exc:
-        ap.error(str(exc))
+    home = None if args.keep_home else str(Path.home())
+    out = redact_file(args.results, [parse_rule(r) for r in args.rules], output=args.output,
+                      home=home)  # fmt: skip
     print(f"wrote {out}")
     return 0
 
 
+TOOLS = {"compare": _compare, "report": _report, "redact": _redact}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "report":
-        return _report(argv[1:])
-    if argv and argv[0] == "compare":
-        return _compare(argv[1:])
-    if argv and argv[0] == "redact":
-        return _redact(argv[1:])
-    return _run(argv)
+    if not argv or argv[0] not in TOOLS:
+        return _run(argv)
+    ap = _tools_parser()
+    args = ap.parse_args(argv)
+    try:  # ResultsError and TemplateError are ValueErrors: bad usage, exit status 2
+        return TOOLS[args.command](args)
+    except (OSError, ValueError) as exc:
+        ap.error(str(exc))

@@ -6,7 +6,8 @@ import math
 
 from tj_bench.results import Figure, Results, SuiteResult
 
-__all__ = ["format_value", "machine_line", "render_results", "render_suite", "suite_table"]
+__all__ = ["format_range", "format_value", "machine_line", "render_results", "render_suite",
+           "suite_table"]  # fmt: skip
 
 
 def format_value(x: float) -> str:
@@ -27,10 +28,11 @@ def format_value(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _cell(f: Figure) -> str:
+def format_range(f: Figure) -> str:
+    """``median [min, max]``, the median alone when they are one value; '-' for not measured."""
     if not f.measured:
         return "-"
-    if len(f.measured) == 1 or f.min == f.max:
+    if f.min == f.max:
         return format_value(f.median)
     return f"{format_value(f.median)} [{format_value(f.min)}, {format_value(f.max)}]"
 
@@ -55,7 +57,7 @@ def suite_table(result: SuiteResult) -> str:
     lines = ["| figure | median [min, max] | unit | better |", "|---|---:|---|---|"]
     for f in result.figures:
         why = f" ({f.note})" if f.note and not f.measured else ""
-        lines.append(f"| {f.name}{why} | {_cell(f)} | {f.unit} | {f.better or ''} |")
+        lines.append(f"| {f.name}{why} | {format_range(f)} | {f.unit} | {f.better or ''} |")
     return "\n".join(lines)
 
 

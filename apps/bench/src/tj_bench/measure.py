@@ -1,4 +1,4 @@
-"""Measurement helpers every suite shares: interleaved repetitions and wall time.
+"""Measurement helpers every suite shares: interleaved repetitions, wall time and ratios.
 
 Compared cases run interleaved (A B C, A B C, ...) rather than one after the other, so that a
 machine that slows down during a run (another job, thermal limits) biases every case alike.
@@ -7,11 +7,12 @@ Memory is process-tree PSS, read with tj-monitor (``PeakPssSampler``, ``tree_mem
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-__all__ = ["MIB", "interleaved", "timed"]
+__all__ = ["MIB", "interleaved", "ratio", "timed"]
 
 T = TypeVar("T")
 MIB = 2**20
@@ -22,6 +23,11 @@ def timed(fn: Callable[[], T], clock: Callable[[], float] = time.perf_counter) -
     t0 = clock()
     out = fn()
     return out, clock() - t0
+
+
+def ratio(num: float, den: float) -> float:
+    """``num / den``; NaN when the denominator is not positive (a delta of zero, nothing timed)."""
+    return num / den if den > 0 else math.nan
 
 
 def interleaved(

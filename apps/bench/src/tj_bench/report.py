@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tj_bench.markdown import format_value, machine_line, render_suite, suite_table
+from tj_bench.markdown import format_range, format_value, machine_line, render_suite, suite_table
 from tj_bench.results import Results, SuiteResult
 
 __all__ = ["TemplateError", "parse_labelled", "render_report"]
@@ -136,9 +136,7 @@ def render_report(
         if not fig.measured:
             problems.append(f"{token}: not measured ({fig.note or 'no value'})")
             return token
-        if kind == "value" or fig.min == fig.max:
-            return format_value(fig.median)
-        return f"{format_value(fig.median)} [{format_value(fig.min)}, {format_value(fig.max)}]"
+        return format_value(fig.median) if kind == "value" else format_range(fig)
 
     text = _PLACEHOLDER.sub(fill, template)
     if problems:

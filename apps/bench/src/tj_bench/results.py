@@ -5,8 +5,9 @@ suite's measurements are ``Figure`` s: a named quantity with its unit, which dir
 and one value per repetition (``--runs``), from which the median, min and max are derived. Figures
 with ``better=None`` are facts (bytes on disk, a chosen setting), not compared as regressions.
 
-The file is plain JSON (``SCHEMA`` names its version) so that other tools can read it;
-``Results.load`` validates what it reads and says what is wrong.
+The file is plain JSON (``SCHEMA`` names its version; a value not measured is ``null``) so that
+other tools can read it; the classes are pydantic dataclasses, so ``Results.load`` validates what
+it reads and says what is wrong.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BeforeValidator, TypeAdapter, ValidationError, computed_field
+from pydantic.dataclasses import dataclass
 
 from tj_monitor import atomic_write_text
 
@@ -24,9 +28,9 @@ __all__ = ["SCHEMA", "Figure", "Results", "ResultsError", "Status", "SuiteResult
 
 SCHEMA = "tj-bench/1"
 Status = Literal["ok", "failed", "unavailable"]
-_BETTER = ("lower", "higher", None)
-_STATUS = ("ok", "failed", "unavailable")
 T = TypeVar("T")
+# a repetition's value; JSON's null (not measured) is NaN here
+Value = Annotated[float, BeforeValidator(lambda v: math.nan if v is None else v)]
 
 
 def _named(items: list[T], attr: str, name: str, missing: str) -> T:
@@ -48,46 +52,32 @@ class Figure:
     name: str
     unit: str
     better: Literal["lower", "higher"] | None = None
-    values: list[float] = field(default_factory=list)
+    values: list[Value] = field(default_factory=list)
     note: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():
             raise ValueError(f"figure name: must be a non-empty string, got {self.name!r}")
-        if self.better not in _BETTER:
-            raise ValueError(f"figure {self.name}: better must be lower, higher or None")
-        self.values = [float(v) for v in self.values]
 
     @property
     def measured(self) -> list[float]:
         return [v for v in self.values if not math.isnan(v)]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def median(self) -> float:
         vals = self.measured
         return statistics.median(vals) if vals else math.nan
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def min(self) -> float:
         return min(self.measured, default=math.nan)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def max(self) -> float:
         return max(self.measured, default=math.nan)
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["values"] = [None if math.isnan(v) else v for v in self.values]
-        out["median"], out["min"], out["max"] = (
-            None if math.isnan(x) else x for x in (self.median, self.min, self.max)
-        )
-        return out
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Figure:
-        values = [math.nan if v is None else v for v in d.get("values", [])]
-        return cls(name=d["name"], unit=d.get("unit", ""), better=d.get("better"),
-                   values=values, note=d.get("note", ""))  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -104,27 +94,8 @@ class SuiteResult:
     error: str = ""
     wall_s: float = 0.0
 
-    def __post_init__(self) -> None:
-        if self.status not in _STATUS:
-            raise ValueError(f"suite {self.suite}: status must be one of {_STATUS}")
-
     def figure(self, name: str) -> Figure:
         return _named(self.figures, "name", name, f"suite {self.suite} has no figure {name!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["figures"] = [f.to_json() for f in self.figures]
-        return out
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SuiteResult:
-        return cls(
-            suite=d["suite"], status=d.get("status", "ok"), params=d.get("params", {}),
-            figures=[Figure.from_json(f) for f in d.get("figures", [])],
-            notes=list(d.get("notes", [])), unavailable=dict(d.get("unavailable", {})),
-            artifacts=list(d.get("artifacts", [])), error=d.get("error", ""),
-            wall_s=float(d.get("wall_s", 0.0)),
-        )  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -133,7 +104,7 @@ class Results:
 
     machine: dict[str, Any]
     versions: dict[str, str]
-    commit: str | None
+    commit: str | None = None
     created: str
     runs: int
     quick: bool
@@ -145,9 +116,8 @@ class Results:
         return _named(self.suites, "suite", name, f"no suite {name!r} in these results (have: {have})")
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["suites"] = [s.to_json() for s in self.suites]
-        return {"schema": SCHEMA, **out}
+        """The file's content (NaN as null)."""
+        return {"schema": SCHEMA, **json.loads(_ADAPTER.dump_json(self))}
 
     def save(self, path: Path) -> Path:
         """Write atomically (a killed run never leaves half a file)."""
@@ -155,19 +125,16 @@ class Results:
         return path
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Results:
+    def from_json(cls, d: Any) -> Results:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             found = d.get("schema") if isinstance(d, dict) else type(d).__name__
             raise ResultsError(f"not a {SCHEMA} results file (schema: {found!r})")
         try:
-            return cls(
-                machine=dict(d["machine"]), versions=dict(d["versions"]), commit=d.get("commit"),
-                created=str(d["created"]), runs=int(d["runs"]), quick=bool(d["quick"]),
-                options=dict(d.get("options", {})),
-                suites=[SuiteResult.from_json(s) for s in d["suites"]],
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ResultsError(f"malformed results: {type(exc).__name__}: {exc}") from exc
+            return _ADAPTER.validate_python(d)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ResultsError(f"malformed results: {where}: {err['msg']}") from None
 
     @classmethod
     def load(cls, path: Path) -> Results:
@@ -179,3 +146,6 @@ class Results:
             return cls.from_json(data)
         except ResultsError as exc:
             raise ResultsError(f"{path}: {exc}") from exc
+
+
+_ADAPTER = TypeAdapter(Results)

@@ -3,11 +3,14 @@ contained.
 
 The results file is rewritten (atomically) after every suite, so a run that is killed or
 interrupted keeps what it measured so far. A suite that raises ``Unavailable`` is recorded as
-unavailable with its reason; any other exception as failed with the error; the run goes on.
+unavailable with its reason; any other exception as failed with the error; the run goes on. The
+machine facts come from tj-monitor (CPU model, RAM, driver, versions, commit) and tj-dist's
+``detect_environment`` (CPUs in this process's cpuset, the cgroup memory limit, GPUs, WSL2).
 """
 
 from __future__ import annotations
 
+import platform
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -16,13 +19,38 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tj_bench.isolate import SuiteJob, execute, run_isolated
-from tj_bench.machine import git_commit, machine_facts, versions
+from tj_bench.isolate import execute, run_isolated
 from tj_bench.results import Results, SuiteResult
-from tj_bench.suite import Suite
+from tj_bench.suite import Suite, SuiteContext
 from tj_bench.suites import NAMES, load_suite
+from tj_monitor import git_commit, package_versions
 
-__all__ = ["RunConfig", "parse_sets", "run_suites"]
+__all__ = ["PACKAGES", "RunConfig", "machine_facts", "parse_sets", "run_suites"]
+
+PACKAGES = (
+    "tj-data", "tj-models", "tj-dist", "tj-rl", "tj-monitor", "tj-hybrid", "tj-bench",
+    "torch", "torch-geometric", "ray", "eclipse-sumo", "libsumo", "numpy", "h5py",
+)  # fmt: skip
+
+
+def machine_facts() -> dict[str, Any]:
+    """CPU model and count, RAM and cgroup limit, WSL2, OS, GPUs, CUDA, driver and NCCL."""
+    import torch
+
+    from tj_dist import detect_environment
+    from tj_monitor import cpu_model, gpu_driver, read_system_memory
+
+    env = detect_environment()
+    return {
+        "cpu_model": cpu_model(), "cpus": env.cpu_count, "ram_bytes": read_system_memory().total,
+        "memory_limit_bytes": env.memory_limit_bytes, "wsl2": env.wsl2,
+        "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+        "gpus": [{"name": g.name, "memory_bytes": g.total_memory_bytes,
+                  "capability": list(g.capability)} for g in env.gpus],
+        "cuda": torch.version.cuda if env.cuda else None,
+        "driver": gpu_driver() if env.cuda else None, "nccl": env.nccl_version,
+    }  # fmt: skip
+
 
 def parse_sets(sets: Sequence[str], suites: Sequence[str]) -> dict[str, dict[str, str]]:
     """``["data.size_gb=2", ...]`` -> ``{"data": {"size_gb": "2"}}``; unknown suites are errors."""
@@ -69,13 +97,15 @@ class RunConfig:
         return self.out_dir / "results.json"
 
 
-def _workdir(config: RunConfig, name: str) -> Path:
-    if config.keep:
-        workdir = config.out_dir / "work" / name
+def _workdir(config: RunConfig, name: str, *, fresh: bool = True) -> Path:
+    """``OUT/work/NAME`` with ``--keep`` (emptied when ``fresh``), else a new temporary folder."""
+    if not config.keep:
+        return Path(tempfile.mkdtemp(prefix=f"tj-bench-{name}-"))
+    workdir = config.out_dir / "work" / name
+    if fresh:
         shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
-        return workdir
-    return Path(tempfile.mkdtemp(prefix=f"tj-bench-{name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
 
 
 def run_suites(
@@ -93,29 +123,24 @@ def run_suites(
     """
     config.out_dir.mkdir(parents=True, exist_ok=True)
     results = Results(
-        machine=machine_facts(), versions=versions(), commit=git_commit(),
+        machine=machine_facts(), versions=package_versions(PACKAGES), commit=git_commit(),
         created=datetime.now(UTC).isoformat(timespec="seconds"), runs=config.runs,
         quick=config.quick,
         options={f"{s}.{k}": v for s, opts in config.options.items() for k, v in opts.items()},
     )  # fmt: skip
     shared: dict[str, Any] = {}
-    if config.keep:
-        shared_dir = config.out_dir / "work" / "shared"
-        shared_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        shared_dir = Path(tempfile.mkdtemp(prefix="tj-bench-shared-"))
+    shared_dir = _workdir(config, "shared", fresh=False)  # a kept one keeps its phase runs
     try:
         for name in config.suites:
             workdir = _workdir(config, name)
-            job = SuiteJob(name=name, quick=config.quick, runs=config.runs, workdir=workdir,
-                           out_dir=config.out_dir, shared_dir=shared_dir,
-                           options=config.options.get(name, {}), shared=shared,
-                           show_progress=show_progress)  # fmt: skip
+            ctx = SuiteContext(suite=name, quick=config.quick, runs=config.runs, workdir=workdir,
+                               out_dir=config.out_dir, shared_dir=shared_dir,
+                               options=config.options.get(name, {}), shared=shared)  # fmt: skip
             try:
                 if config.isolate:
-                    result, shared = run_isolated(job, loader)
+                    result, shared = run_isolated(ctx, loader, show_progress)
                 else:
-                    result = execute(job, loader)
+                    result = execute(ctx, loader)
             finally:
                 if not config.keep:
                     shutil.rmtree(workdir, ignore_errors=True)

@@ -48,14 +48,14 @@ def parse_list(raw: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
     return items
 
 
-def parse_counts(raw: str, what: str) -> list[int]:
-    """``"64,256"`` -> ``[64, 256]``: comma-separated positive integers."""
+def parse_counts(raw: str, what: str, minimum: int = 1) -> list[int]:
+    """``"64,256"`` -> ``[64, 256]``: comma-separated integers >= ``minimum``, none twice."""
     try:
         counts = [int(x) for x in raw.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"{what}={raw!r}: expected comma-separated integers") from None
-    if not counts or min(counts) < 1:
-        raise ValueError(f"{what}={raw!r}: expected positive integers")
+    if not counts or min(counts) < minimum or len(set(counts)) != len(counts):
+        raise ValueError(f"{what}={raw!r}: expected distinct integers >= {minimum}")
     return counts
 
 
@@ -87,8 +87,9 @@ def _convert(raw: str, default: Any) -> Any:
         raise ValueError(exc.errors()[0]["msg"]) from None
 
 
+@dataclass(kw_only=True)
 class SuiteContext:
-    """Everything a suite's ``run`` gets from the runner.
+    """Everything a suite's ``run`` gets from the runner (picklable: a suite's process gets it).
 
     - ``quick``: the smallest size (CI checks that the suite runs; numbers mean little);
     - ``runs``: repetitions for the median / min / max (``repetitions()`` iterates them);
@@ -97,32 +98,27 @@ class SuiteContext:
     - ``option(key, default)``: ``--set SUITE.key=value`` converted to the default's type;
     - ``shared`` / ``shared_dir``: a dict and a folder shared by the suites of one run, deleted
       at its end unless ``--keep`` (the phase suites hand their run folder on through them);
-    - ``progress(iterable, description)``: wraps long loops in the runner's progress bar.
+    - ``progress(iterable, description)``: wraps long loops in ``track``, the runner's progress
+      bars (tj-monitor's ``track_progress``), when it has them.
     """
 
-    def __init__(
-        self,
-        *,
-        suite: str,
-        quick: bool,
-        runs: int,
-        workdir: Path,
-        out_dir: Path,
-        shared_dir: Path | None = None,
-        options: dict[str, str] | None = None,
-        shared: dict[str, Any] | None = None,
-        progress: Callable[[Iterable[Any], str, int | None], Iterable[Any]] | None = None,
-    ) -> None:
-        if runs < 1:
-            raise ValueError(f"runs: must be >= 1, got {runs}")
-        self.suite, self.quick, self.runs = suite, quick, runs
-        self.workdir, self.out_dir = workdir, out_dir
-        self.shared_dir = shared_dir if shared_dir is not None else workdir
-        self.options = dict(options or {})
-        self.shared = shared if shared is not None else {}
-        self._progress = progress
-        self._used: set[str] = set()
-        self.result = SuiteResult(suite=suite)
+    suite: str
+    quick: bool
+    runs: int
+    workdir: Path
+    out_dir: Path
+    shared_dir: Path | None = None  # None: workdir
+    options: dict[str, str] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+    track: Callable[[Iterable[Any], str, int | None], Iterable[Any]] | None = None
+    result: SuiteResult = field(init=False)
+    _used: set[str] = field(init=False, default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"runs: must be >= 1, got {self.runs}")
+        self.shared_dir = self.workdir if self.shared_dir is None else self.shared_dir
+        self.result = SuiteResult(suite=self.suite)
 
     # ---- inputs ----------------------------------------------------------------------------
     def option(self, key: str, default: T) -> T:
@@ -160,11 +156,11 @@ class SuiteContext:
         return bool(torch.cuda.is_available())
 
     def progress(self, items: Iterable[T], description: str, total: int | None = None) -> Iterable[T]:
-        if self._progress is None:
+        if self.track is None:
             return items
         if total is None and hasattr(items, "__len__"):
             total = len(items)  # type: ignore[arg-type]
-        return self._progress(items, f"{self.suite}: {description}", total)
+        return self.track(items, f"{self.suite}: {description}", total)
 
     def repetitions(self, description: str = "runs") -> Iterator[int]:
         """``range(runs)`` with progress: interleave the compared cases inside each repetition."""

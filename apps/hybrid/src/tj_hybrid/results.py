@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,6 +90,13 @@ class HeldOutSet:
     def means(self, metric: str) -> dict[str, float]:
         """Policy -> mean of ``metric`` (the policies that report it)."""
         return {p: m[metric].mean for p, m in self.summary.items() if metric in m}
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> HeldOutSet:
+        """A set from the summary a phase holds in process (policy -> metric -> the spread as a
+        dict, as ``eval.json`` keeps it), without rows: the phase's report reads it here too."""
+        return cls(summary={p: {k: Spread(**s) for k, s in m.items()} for p, m in summary.items()},
+                   rows=[])  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,11 +39,11 @@ from .loader import PlannedLoader, build_loader
 from .lru_cache import CacheStats, LRUCache, nbytes_of
 from .manifest import FORMAT_VERSION, Manifest, ShardInfo
 from .mapped import GraphDataset, HDF5GraphDataset, MmapGraphDataset
-from .measure import LoaderMeasurement, measure_loader
+from .measure import LoaderMeasurement, busy_step, measure_epoch, measure_loader
 from .moments import RunningMoments
 from .normalize import ColumnNorm, FieldNorm, Normalizer
 from .plan import LoaderPlan, MemoryEstimate, estimate_plan, plan_loader
-from .pyg import sample_to_pyg
+from .pyg import sample_to_pyg, store_to_pyg
 from .quant import QuantParams, dequantize_array, fit_quant_params, quantize_array
 from .quant_torch import dequantize_tensor
 from .quantize_store import FieldQuantReport, QuantizeReport, quantize_store
@@ -134,6 +134,7 @@ __all__ = [
     "__version__",
     "autotune_loader",
     "build_loader",
+    "busy_step",
     "collate_graphs",
     "compute_statistics",
     "default_budget",
@@ -146,12 +147,14 @@ __all__ = [
     "load_statistics",
     "match_nodes",
     "match_nodes_batched",
+    "measure_epoch",
     "measure_loader",
     "nbytes_of",
     "plan_loader",
     "quantize_array",
     "quantize_store",
     "sample_to_pyg",
+    "store_to_pyg",
     "synthetic",
     "worker_baseline",
 ]

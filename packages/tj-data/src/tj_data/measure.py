@@ -6,6 +6,10 @@ peak PSS of the whole process tree (tj-monitor's `PeakPssSampler`, polled in a t
 counts from the loader's start, time after the warm-up). With a budget it stops as soon as the
 peak goes over. The loader is dropped and its workers waited for before it returns, so the next
 measurement starts clean. The clock is injectable: a test counts batches, not machine speed.
+
+`measure_epoch` is the same measurement over one pass of a loader that lives on (persistent
+workers, across epochs): what a budget check or an epoch's memory needs. `busy_step(ms)` is a
+training-step stand-in for `step_fn` when there is no model to train.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ import psutil
 
 from tj_monitor import PeakPssSampler
 
-__all__ = ["LoaderMeasurement", "child_pids", "measure_loader", "wait_children_gone"]
+__all__ = [
+    "LoaderMeasurement",
+    "busy_step",
+    "child_pids",
+    "measure_epoch",
+    "measure_loader",
+    "wait_children_gone",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -139,3 +150,42 @@ def _run(
         if stop():
             break
     return samples, batches, elapsed
+
+
+def measure_epoch(
+    loader: Iterable[Any],
+    *,
+    max_batches: int = 0,
+    pss_interval: float = 0.25,
+    clock: Callable[[], float] = time.perf_counter,
+) -> LoaderMeasurement:
+    """One pass over `loader` (its first `max_batches` batches when > 0), timed from the first
+    batch's request, and the process tree's peak PSS meanwhile. The loader is kept (its
+    persistent workers too): call it once per epoch."""
+    if max_batches < 0:
+        raise ValueError(f"measure_epoch: max_batches={max_batches} must be >= 0")
+    samples = batches = 0
+    with PeakPssSampler(interval=pss_interval) as peak:
+        t0 = clock()
+        for batch in loader:
+            samples += _count(batch)
+            batches += 1
+            if batches == max_batches:
+                break
+        elapsed = clock() - t0
+    return LoaderMeasurement(samples=samples, batches=batches, seconds=elapsed,
+                             peak_pss=peak.peak_pss)  # fmt: skip
+
+
+def busy_step(ms: float) -> Callable[[Any], None] | None:
+    """A stand-in for the training step, for `step_fn`: `ms` of CPU work in the calling process
+    per batch (None for 0: no step). Workers pay off when the main process is busy."""
+    if ms <= 0:
+        return None
+
+    def step(_batch: Any) -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+
+    return step

@@ -12,8 +12,9 @@ from tj_data.schema import EDGE_INDEX, Schema
 
 if TYPE_CHECKING:
     from tj_data.batch import GraphBatch
+    from tj_data.store import GraphStore
 
-__all__ = ["batch_to_pyg", "require_pyg", "sample_to_pyg"]
+__all__ = ["batch_to_pyg", "require_pyg", "sample_to_pyg", "store_to_pyg"]
 
 
 def require_pyg() -> Any:
@@ -65,3 +66,30 @@ def batch_to_pyg(batch: GraphBatch) -> Any:
     if "x" not in batch.fields:
         out.num_nodes = batch.num_nodes
     return out
+
+
+def store_to_pyg(store: GraphStore) -> Any:
+    """The whole store in RAM as a PyG ``InMemoryDataset``: each field's arrays concatenated over
+    the shards, as stored (quantised fields stay quantised), sliced per sample; item ``i`` equals
+    ``sample_to_pyg(store[i], store.schema)``. For comparing with, or feeding, PyG code."""
+    require_pyg()
+    from torch_geometric.data import Data, InMemoryDataset
+
+    def cat(name: str, axis: int = 0) -> torch.Tensor:
+        parts = [store.shard_arrays(k)[name] for k in range(store.num_shards)]
+        return torch.from_numpy(np.concatenate(parts, axis=axis))
+
+    sizes = store.size_index()
+    ptr = {"node": torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.nodes)])),
+           "edge": torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.edges)])),
+           "sample": torch.arange(len(sizes) + 1)}  # fmt: skip
+    data = {f.name: cat(f.name) for f in store.schema.fields}
+    data[EDGE_INDEX] = cat(EDGE_INDEX, axis=1).long()  # per-sample node ids: no increments
+    slices = {f.name: ptr[f.level] for f in store.schema.fields} | {EDGE_INDEX: ptr["edge"]}
+
+    class _Store(InMemoryDataset):
+        def __init__(self) -> None:
+            super().__init__(root=None)
+            self._data, self.slices = Data(**data), slices
+
+    return _Store()

@@ -4,9 +4,11 @@ step timers, metrics logging (JSONL + TensorBoard), profiling helpers and run an
 It is also the one home of the machine facts other packages build on: the container-aware
 memory limit (``memory_limit``), cgroup v1/v2 readers (``read_cgroup_memory``), RAM, swap and
 /dev/shm (``read_system_memory``, ``shm_usage``) and process-tree PSS/USS within a CPU budget
-(``tree_memory``, ``TreeSampler``, ``PeakPssSampler``), and of the process toolkit: stopping a
-process tree with its reap rules (``stop_tree``, ``stop_processes``), a function in a fresh child
-(``run_in_child``) and the parent-death signal (``die_with_parent``, ``parent_death_hook``).
+(``tree_memory``, ``TreeSampler``, ``PeakPssSampler``), the facts a record is read with later
+(``cpu_model``, ``gpu_driver``, ``package_versions``, ``git_commit``), and of the process
+toolkit: stopping a process tree with its reap rules (``stop_tree``, ``stop_processes``), a
+function in a fresh child (``run_in_child``) and the parent-death signal (``die_with_parent``,
+``parent_death_hook``).
 
 The core needs psutil and numpy only. rich, matplotlib and tensorboard (tables, the live view,
 PNG curves, TensorBoard files) come with the ``report`` extra, imported where used;
@@ -41,6 +43,7 @@ from tj_monitor.cgroup import CgroupMemory, read_cgroup_memory
 from tj_monitor.child import ChildFailed, ChildOutcome, describe_exit, run_in_child
 from tj_monitor.cleanup import CleanupReport, Shrinker
 from tj_monitor.gpu import CudaMemory, NvmlDevice, NvmlReader, read_cuda_memory
+from tj_monitor.machine import cpu_model, git_commit, gpu_driver, package_versions
 from tj_monitor.metrics_logger import LoggerConfig, MetricsLogger, detect_rank
 from tj_monitor.monitor import MemoryMonitor, MonitorConfig, MonitorStats
 from tj_monitor.parent_death import die_with_parent, parent_death_hook
@@ -114,15 +117,19 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "cpu_model",
     "describe_exit",
     "detect_rank",
     "die_with_parent",
     "format_bytes",
     "fsync_dir",
+    "git_commit",
+    "gpu_driver",
     "load_run",
     "load_stages",
     "measure_processes",
     "memory_limit",
+    "package_versions",
     "parent_death_hook",
     "plot_memory_stages",
     "plot_run",

@@ -286,6 +286,11 @@ class MemoryMonitor:
         self._thread.start()
         return self
 
+    @property
+    def thread_id(self) -> int | None:
+        """The sampling thread's native id while it runs (its CPU as the kernel counts it)."""
+        return self._thread.native_id if self._thread is not None else None
+
     def stop(self) -> None:
         """Stop the thread (after its current sample) and release NVML."""
         thread = self._thread

@@ -24,7 +24,7 @@ __all__ = ["PeakPssSampler"]
 
 class PeakPssSampler:
     """Polls process ``pid``'s tree (default: this process) every ``interval`` seconds and keeps
-    the peak PSS and process count; ``with PeakPssSampler() as s: ...`` then ``s.peak_pss``.
+    the peak PSS, USS and process count; ``with PeakPssSampler() as s: ...`` then ``s.peak_pss``.
 
     ``sample()`` takes one reading now (the thread calls it; exit takes a final one, so a block
     shorter than ``interval`` still has a peak). ``peak_pss`` may be read while it runs.
@@ -45,6 +45,7 @@ class PeakPssSampler:
         self._clock = clock
         self._lock = threading.Lock()
         self.peak_pss = 0
+        self.peak_uss = 0  # the tree's private memory: what a measured block itself allocated
         self.peak_processes = 0
         self.samples = 0
         self.last: TreeMemory | None = None
@@ -56,6 +57,7 @@ class PeakPssSampler:
         tree = self._tree.read()
         with self._lock:
             self.peak_pss = max(self.peak_pss, tree.pss_estimate)
+            self.peak_uss = max(self.peak_uss, tree.uss)
             self.peak_processes = max(self.peak_processes, tree.processes)
             self.samples += 1
             self.last = tree

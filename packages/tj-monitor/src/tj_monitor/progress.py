@@ -17,15 +17,15 @@ __all__ = ["Track", "progress_bar", "track_progress"]
 Track = Callable[[Iterable[Any], str, "int | None"], Iterator[Any]]
 
 
-def progress_bar(*, transient: bool = False, console: Any = None) -> Any:
+def progress_bar(*, transient: bool = False, console: Any = None, disable: bool = False) -> Any:
     """A ``rich.progress.Progress`` (not started) with the columns description, bar, done/total,
     the task's ``info`` field (``add_task(..., info="")``), elapsed time and ETA; on ``console``
-    (default: rich's, on stdout)."""
+    (default: rich's, on stdout); ``disable``: shows nothing (a caller's "no progress" option)."""
     rp = require("rich.progress", "tj_monitor.progress_bar")
     return rp.Progress(
         rp.TextColumn("[bold]{task.description}"), rp.BarColumn(), rp.MofNCompleteColumn(),
         rp.TextColumn("{task.fields[info]}"), rp.TimeElapsedColumn(), rp.TextColumn("eta"),
-        rp.TimeRemainingColumn(), transient=transient, console=console,
+        rp.TimeRemainingColumn(), transient=transient, console=console, disable=disable,
     )  # fmt: skip
 
 

@@ -1,13 +1,13 @@
 """What the data suite compares tj-data's stores against: the seeds' JSON chunks (written from the
-store, read the seeds' way), the same samples held in RAM as numpy (the ceiling: tj-data's
-``ChunkedGraphDataset`` with every shard cached), and PyG's ``InMemoryDataset`` (optional: needs
-torch-geometric).
+store, read the seeds' way) and the same samples held in RAM as numpy (the ceiling: tj-data's
+``ChunkedGraphDataset`` with every shard cached). PyG's ``InMemoryDataset`` is tj-data's
+``store_to_pyg``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import numpy as np
 
 from tj_data import ChunkedGraphDataset, GraphDataset, GraphStore
 
-__all__ = ["JsonChunkReader", "in_ram", "pyg_dataset", "write_json_chunks"]
+__all__ = ["JsonChunkReader", "in_ram", "write_json_chunks"]
 
 Progress = Callable[[Iterable[int], str], Iterable[int]]
 
@@ -58,23 +58,18 @@ class JsonChunkReader:
 
     def __init__(self, root: Path, chunk: int, keep: int = 3) -> None:
         self.files = sorted((root / "phase1" / "chunks").glob("chunk_*.json"))
-        self.chunk, self.keep = chunk, keep
-        self.cache: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
+        self.chunk = chunk
+        self.records = functools.lru_cache(maxsize=keep)(self._parse)
+
+    def _parse(self, c: int) -> list[dict[str, Any]]:
+        return json.loads(self.files[c].read_bytes())
 
     def __len__(self) -> int:
         return len(self.files) * self.chunk
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         c, j = divmod(i, self.chunk)
-        recs = self.cache.get(c)
-        if recs is None:
-            recs = json.loads(self.files[c].read_bytes())
-            self.cache[c] = recs
-            if len(self.cache) > self.keep:
-                self.cache.popitem(last=False)
-        else:
-            self.cache.move_to_end(c)
-        r = recs[j]
+        r = self.records(c)[j]
         nodes = r["nodes"]
         e = np.asarray(r["edges"], np.int32).reshape(-1, 2).T
         return {
@@ -95,32 +90,3 @@ def in_ram(store: Path, progress: Progress = _plain) -> ChunkedGraphDataset:
     for k in progress(range(ds.store.num_shards), "load into RAM"):
         ds.__getitems__([int(starts[k])])  # decodes shard k into the cache
     return ds
-
-
-def pyg_dataset(store: GraphStore) -> Any:
-    """A PyG ``InMemoryDataset`` holding the whole store (its CSR arrays concatenated field by
-    field); raises ImportError without torch-geometric."""
-    import torch
-    from torch_geometric.data import Data, InMemoryDataset
-
-    def cat(name: str) -> Any:
-        parts = [store.shard_arrays(k)[name] for k in range(store.num_shards)]
-        return torch.from_numpy(np.concatenate(parts, axis=1 if name == "edge_index" else 0))
-
-    data = {k: cat(k) for k in ("x", "vehicle_id", "edge_attr", "intersection", "sim_time")}
-    data["edge_index"] = cat("edge_index").long()
-    sizes = store.size_index()
-    node_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.nodes)]))
-    edge_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes.edges)]))
-    graph_ptr = torch.arange(len(sizes) + 1)
-    slices = {
-        "x": node_ptr, "vehicle_id": node_ptr, "edge_index": edge_ptr, "edge_attr": edge_ptr,
-        "intersection": graph_ptr, "sim_time": graph_ptr,
-    }  # fmt: skip
-
-    class Store(InMemoryDataset):
-        def __init__(self) -> None:
-            super().__init__(root=None)
-            self._data, self.slices = Data(**data), slices
-
-    return Store()

@@ -5,6 +5,7 @@ probe answered here through tj-monitor), and the check that an interpreter can r
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import tempfile
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 
 from tj_bench.measure import MIB
 from tj_bench.suites._env_worker import PROBE, RESULT
-from tj_monitor import tree_memory
+from tj_monitor import stop_processes, tree_memory
 
 __all__ = ["WORKER", "ScenarioFiles", "build_scenarios", "check_sumo_rl", "run_episode"]
 
@@ -92,9 +93,7 @@ def run_episode(
             code = proc.wait()
         finally:
             watchdog.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            stop_processes([proc], 0.0, sig=signal.SIGKILL)  # a worker that failed: killed, reaped
         err.seek(0)
         if code != 0 or result is None:
             what = f"{settings['impl']} {settings.get('variant', '')} {settings['backend']}"

@@ -13,31 +13,39 @@ in its last step, sumo-rl in ``close``), by wall clock and by CPU seconds of the
 the worker asks the driver (a ``PROBE`` line on stdout, an answer line on stdin) to read the
 process tree's PSS with tj-monitor; the probe's own wall and CPU time are taken out of the loop's.
 On libsumo it also times the CPU spent inside ``simulationStep`` (SUMO's own work).
+
+The free-reads ablation (variant ``numba-free-reads``): tj-rl with vehicle reads that cost
+nothing, the measured ceiling of any faster reader. A first, untimed episode with the real reader
+records every ``SumoSession.read_lights`` result with the simulation time and the vehicles SUMO
+still expects; the timed episode (same seed, same actions: the shields decide the action masks,
+not the vehicles) runs with no context subscription in SUMO and gets each read back from the
+record, checked against both numbers. It patches tj-rl's session class for the whole process:
+a measurement, not an env configuration.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 # Imported before anything is timed: a lazy import inside the first CPU reading once put psutil's
 # ~25 ms import into the timed window of the side that had not imported it yet (sumo-rl's).
 import psutil
 
-__all__ = ["FREE_READS", "PROBE", "RESULT", "SumoClock", "tj_env_config"]
+__all__ = ["FREE_READS", "PROBE", "RESULT", "SumoClock", "record_reads", "replay_reads",
+           "tj_env_config"]  # fmt: skip
 
 PROBE = "tj-bench-env:probe"  # worker -> driver: read my tree's PSS now, then answer a line
 RESULT = "tj-bench-env:result "  # worker -> driver: the episode's JSON follows on this line
-FREE_READS = "numba-free-reads"  # the variant of the free-reads ablation (_env_free_reads.py)
+FREE_READS = "numba-free-reads"  # the variant of the free-reads ablation
 
 
 def cpu_seconds() -> float:
@@ -113,29 +121,26 @@ def _probe() -> tuple[float, float]:
     return time.perf_counter() - tp, time.process_time() - cp
 
 
-def _result(s, t0, t1, t2, probe, cpu_s, steps, lights, clock: SumoClock) -> dict[str, Any]:
-    return {
-        "startup_s": t1 - t0,
-        "wall_s": t2 - t1 - probe[0],
-        "cpu_s": cpu_s - probe[1],
-        "sim_s": s["seconds"],
-        "steps": steps,
-        "lights": lights,
-        "sumo_cpu_s": clock.seconds,
-    }
-
-
-def _free_reads() -> ModuleType:
-    """The ablation helpers beside this file (loaded by path: the script imports no tj_bench)."""
-    if __package__:
-        from tj_bench.suites import _env_free_reads
-
-        return _env_free_reads
-    path = Path(__file__).with_name("_env_free_reads.py")
-    spec = importlib.util.spec_from_file_location("_env_free_reads", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+def _timed(s: dict[str, Any], t0: float, clock: SumoClock, step: Callable[[], bool],
+           sim_time: Callable[[], float], close: Callable[[], None]) -> dict[str, Any]:  # fmt: skip
+    """The timed loop of both sides: ``step()`` until it says the episode ended, the PSS probe
+    two decisions before the end (SUMO still running), then ``close()``; ``t0``: the start-up's."""
+    clock.reset()
+    c1 = cpu_seconds()  # read outside the wall-time window
+    t1 = time.perf_counter()
+    steps, probe = 0, None
+    while True:
+        done = step()
+        steps += 1
+        if probe is None and sim_time() + 2 * s["delta"] > s["seconds"]:
+            probe = _probe()
+        if done:
+            break
+    close()  # tj-rl already closed SUMO in its last step; sumo-rl closes it here
+    t2, c2 = time.perf_counter(), cpu_seconds()
+    probe = probe or (0.0, 0.0)
+    return {"startup_s": t1 - t0, "wall_s": t2 - t1 - probe[0], "cpu_s": c2 - c1 - probe[1],
+            "sim_s": s["seconds"], "steps": steps, "sumo_cpu_s": clock.seconds}  # fmt: skip
 
 
 def run_tj(s: dict[str, Any]) -> dict[str, Any]:
@@ -146,30 +151,88 @@ def run_tj(s: dict[str, Any]) -> dict[str, Any]:
     sc = Scenario.from_sumocfg(s["sumocfg"], end=s["seconds"])
     cfg = tj_env_config(s)
     if s["variant"] == FREE_READS:  # the ablation: record this episode's reads, then replay them
-        fr = _free_reads()
         make = functools.partial(TrafficSignalCore, cfg, scenario=sc)
-        fr.replay_reads(fr.record_reads(make, s["seed"], RandomPolicy(s["seed"])))
+        replay_reads(record_reads(make, s["seed"], RandomPolicy(s["seed"])))
     clock = SumoClock(s["backend"])
     t0 = time.perf_counter()
     env = TrafficSignalCore(cfg, scenario=sc)
-    obs, infos = env.reset(seed=s["seed"])
+    state = list(env.reset(seed=s["seed"]))  # observations, infos
     policy = RandomPolicy(s["seed"])
-    clock.reset()
-    c1 = cpu_seconds()  # read outside the wall-time window
-    t1 = time.perf_counter()
-    steps, probe = 0, None
-    while True:
-        obs, _, _, trunc, infos = env.step(policy.compute_actions(obs, infos))
-        steps += 1
-        if probe is None and env.sim_time + 2 * s["delta"] > s["seconds"]:  # SUMO still running
-            probe = _probe()
-        if trunc["__all__"]:
-            break
-    env.close()  # tj-rl already closed SUMO in its last step; sumo-rl closes it here
-    t2, c2 = time.perf_counter(), cpu_seconds()
-    return _result(
-        s, t0, t1, t2, probe or (0.0, 0.0), c2 - c1, steps, len(env.possible_agents), clock
-    )
+
+    def step() -> bool:
+        obs, _, _, trunc, infos = env.step(policy.compute_actions(*state))
+        state[:] = obs, infos
+        return trunc["__all__"]
+
+    out = _timed(s, t0, clock, step, lambda: env.sim_time, env.close)
+    return out | {"lights": len(env.possible_agents)}
+
+
+def _when(session: Any) -> tuple[float, float]:
+    """Simulation time and vehicles still expected (running + to insert): both come with the step's
+    simulation subscription, which the session fetches once per step anyway (its private cache:
+    ``counters()`` would also poll SUMO's statistics, work the real step does not do here)."""
+    import traci.constants as tc
+
+    sim = session._sim_results()
+    return float(sim[tc.VAR_TIME]), float(sim[tc.VAR_MIN_EXPECTED_VEHICLES])
+
+
+def record_reads(make_env: Callable[[], Any], seed: int, policy: Any) -> list[tuple[Any, Any]]:
+    """Run one full episode of ``policy`` with the real reader (``tj_rl.eval.run_episode``);
+    return every read with its ``_when``."""
+    from tj_rl.env.session import SumoSession
+    from tj_rl.eval import run_episode
+
+    reads: list[tuple[Any, Any]] = []
+    original = SumoSession.read_lights
+
+    def recording(self: SumoSession) -> Any:
+        out = original(self)
+        reads.append((_when(self), out))
+        return out
+
+    SumoSession.read_lights = recording  # type: ignore[method-assign]
+    env = make_env()
+    try:
+        run_episode(env, policy, 0, seed)
+    finally:
+        env.close()
+        SumoSession.read_lights = original  # type: ignore[method-assign]
+    return reads
+
+
+def replay_reads(reads: list[tuple[Any, Any]]) -> None:
+    """From now on, sessions in this process subscribe no vehicles in SUMO and return ``reads`` in
+    order. A read at another simulation time or vehicle count than recorded is an error (the
+    episode diverged from the recorded one, so the bound would not measure the same work)."""
+    import traci.constants as tc
+
+    from tj_rl.env.session import SumoSession
+
+    start = SumoSession.start
+    pending = iter(reads)
+
+    def start_without_vehicles(self: SumoSession, seed: int) -> float:
+        t = start(self, seed)
+        for light in self.topology.lights:
+            self.backend.conn.junction.unsubscribeContext(
+                light.junction_id, tc.CMD_GET_VEHICLE_VARIABLE, self.obs_radius + light.radius_pad
+            )
+        return t
+
+    def replayed(self: SumoSession) -> Any:
+        when, out = next(pending)
+        now = _when(self)
+        if abs(when[0] - now[0]) > 1e-6 or when[1] != now[1]:
+            raise RuntimeError(
+                f"free reads: the episode diverged from the recorded one: (time, vehicles "
+                f"expected) {now} now, {when} recorded"
+            )
+        return out
+
+    SumoSession.start = start_without_vehicles  # type: ignore[method-assign]
+    SumoSession.read_lights = replayed  # type: ignore[method-assign]
 
 
 def import_sumo_rl(backend: str) -> Any:
@@ -214,20 +277,12 @@ def run_sumo_rl(s: dict[str, Any]) -> dict[str, Any]:
         env.reset(seed=s["seed"])
         for i, ts in enumerate(env.ts_ids):  # sumo-rl's side draws uniform actions, seeded
             env.action_spaces(ts).seed(s["seed"] + i)
-        clock.reset()
-        c1 = cpu_seconds()
-        t1 = time.perf_counter()
-        steps, probe = 0, None
-        while True:
-            res = env.step({ts: env.action_spaces(ts).sample() for ts in env.ts_ids})
-            steps += 1
-            if probe is None and env.sim_step + 2 * s["delta"] > s["seconds"]:
-                probe = _probe()
-            if res[2]["__all__"]:
-                break
-        env.close()  # closes SUMO (tj-rl's last step did the same work)
-        t2, c2 = time.perf_counter(), cpu_seconds()
-    return _result(s, t0, t1, t2, probe or (0.0, 0.0), c2 - c1, steps, len(env.ts_ids), clock)
+
+        def step() -> bool:
+            return env.step({ts: env.action_spaces(ts).sample() for ts in env.ts_ids})[2]["__all__"]
+
+        out = _timed(s, t0, clock, step, lambda: env.sim_step, env.close)
+    return out | {"lights": len(env.ts_ids)}
 
 
 def check_sumo_rl() -> str:

@@ -28,12 +28,10 @@ class SweepPoint:
 
 def plot_sweep(path: Path, points: list[SweepPoint], budget_mib: float, title: str) -> Path:
     """Write the scatter of ``points`` with the budget line to ``path``; returns ``path``."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
     for kind, (marker, colour, legend) in _STYLE.items():
         pts = [p for p in points if p.kind == kind]
         if not pts:
@@ -52,5 +50,4 @@ def plot_sweep(path: Path, points: list[SweepPoint], budget_mib: float, title: s
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -39,11 +39,12 @@ class Setting:
         return self.kind in ("seed_style", "tj")
 
 
-def hand_settings(store: Path, planned: LoaderPlan, cores: int) -> list[Setting]:
-    """Seed style and tj rows of tj-data's `hand_plans` (the seed table capped to ``cores``,
-    duplicates dropped; its "no workers" plan is autotune's candidate, not a seed-table row)."""
+def hand_settings(store: Path, planned: LoaderPlan) -> list[Setting]:
+    """Seed style and tj rows of tj-data's `hand_plans` (the seed table capped to this process's
+    cores, duplicates dropped; its "no workers" plan is autotune's candidate, not a seed-table
+    row)."""
     out: list[Setting] = []
-    for hand_label, plan in hand_plans(planned, cores).items():
+    for hand_label, plan in hand_plans(planned).items():
         if not plan.num_workers:
             continue
         name = hand_label.split()[0]  # its seed-table name

@@ -1,9 +1,5 @@
-"""One tj-models forward+backward measurement in a fresh process.
-
-    python -m tj_bench.suites._models_child '{"preset": "tiny", "component": "gnn", ...}'
-
-A fresh process per (preset, component, device, precision) keeps one measurement's allocator
-caches and thread pools out of the next one's memory delta. The result is one JSON line on stdout.
+"""One tj-models forward+backward measurement in a fresh process (``tj_monitor.run_in_child``):
+one measurement's allocator caches and thread pools stay out of the next one's memory delta.
 
 Memory: the child's USS and PSS (tj-monitor's ``PeakPssSampler``, smaps_rollup) polled every
 2 ms by a thread; the delta is the peak during warm-up + timed steps minus the value after the model
@@ -15,14 +11,10 @@ optimizer state). tracemalloc cannot see torch's allocations, hence USS/PSS. On 
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from tj_monitor import PeakPssSampler, TreeMemory
+from tj_monitor import PeakPssSampler, Timer, run_in_child, tree_memory
 
 __all__ = ["COMPONENTS", "PHASE", "PRECISIONS", "measure", "run_child", "save_windows"]
 
@@ -31,22 +23,6 @@ PHASE = {"gnn": 1, "world_model": 1, "world_model+ckpt": 1, "controller": 3, "sh
 PRECISIONS = ("fp32", "fp16", "bf16")  # fp16/bf16: CUDA autocast
 POLL_S = 0.002
 MIB = 2**20
-
-
-class _PeakTree(PeakPssSampler):
-    """tj-monitor's ``PeakPssSampler`` (PSS read on every poll) that keeps the peak USS too;
-    ``base_uss`` / ``base_pss``: the tree when it was made."""
-
-    def __init__(self) -> None:
-        super().__init__(POLL_S)
-        self.peak_uss = 0
-        first = self.sample()
-        self.base_uss, self.base_pss = first.uss, first.pss
-
-    def sample(self) -> TreeMemory:
-        tree = super().sample()
-        self.peak_uss = max(self.peak_uss, tree.uss)
-        return tree
 
 
 def save_windows(path: Path, graphs: int, vehicles: float, steps: int) -> Path:
@@ -98,6 +74,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one measurement in this process; returns a JSON-able result (``spec`` included)."""
     import torch
 
+    from tj_dist import AmpConfig
     from tj_models import TrafficAgent
 
     if spec["threads"]:
@@ -117,34 +94,30 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():  # the encoder is frozen in phases 2 and 3: encode once, untimed
             encoded = {id(w): agent.encode(w[0]) for w in (small, full)}
     step = _step_fn(agent, component, t_in, encoded)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec["precision"])
-    if dtype is not None and not cuda:
+    if spec["precision"] != "fp32" and not cuda:
         raise ValueError(f"precision {spec['precision']}: measured on CUDA only")
-    autocast = torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None)
-    with autocast:
+    amp = AmpConfig(precision=spec["precision"], device_type=device.type)  # autocast: fp16/bf16
+    with amp.autocast():
         step(small)  # one-time initialisation (kernels, thread pools) stays out of the delta
     gc.collect()
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         alloc0 = torch.cuda.memory_allocated()
-    with _PeakTree() as sampler, autocast:
+    timer = Timer("steps", cuda="sync" if cuda else "off")
+    base = tree_memory()
+    with PeakPssSampler(POLL_S) as sampler, amp.autocast():
         for _ in range(spec["warmup"]):
             step(full)
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(spec["iters"]):
-            step(full)
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
+        with timer:
+            for _ in range(spec["iters"]):
+                step(full)
     counts = agent.parameter_counts()
     result = {
         **spec,
-        "samples_per_s": spec["graphs"] * spec["iters"] / elapsed,
-        "peak_uss_delta_mib": (sampler.peak_uss - sampler.base_uss) / MIB,
-        "peak_pss_delta_mib": (sampler.peak_pss - sampler.base_pss) / MIB,
+        "samples_per_s": spec["graphs"] * spec["iters"] / timer.stats().total,
+        "peak_uss_delta_mib": (sampler.peak_uss - base.uss) / MIB,
+        "peak_pss_delta_mib": (sampler.peak_pss - base.pss) / MIB,
         "vehicles_per_graph": full[-1].num_nodes / spec["graphs"],
         "params": counts["world_model" if component.startswith("world") else component],
         "torch_threads": torch.get_num_threads(),
@@ -155,16 +128,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_child(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
-    """``measure(spec)`` in a fresh interpreter; its stderr tail in the error if it fails."""
-    proc = subprocess.run([sys.executable, "-m", __name__, json.dumps(spec)], capture_output=True,
-                          text=True, check=False, timeout=timeout)  # fmt: skip
-    if proc.returncode != 0:
-        what = f"{spec['preset']}/{spec['component']}/{spec['device']}-{spec['precision']}"
-        raise RuntimeError(
-            f"models child {what} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]))), flush=True)
+    """``measure(spec)`` in a fresh spawned process."""
+    what = f"{spec['preset']}/{spec['component']}/{spec['device']}-{spec['precision']}"
+    return run_in_child(measure, spec, name=f"the models child {what}", timeout_s=timeout)

@@ -13,10 +13,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from tj_bench.suite import Unavailable
+from pydantic import TypeAdapter
 
-__all__ = ["ARGS_FILE", "AppArgs", "device", "hybrid_app", "profile_param", "run_app",
+from tj_bench.suite import SuiteContext, Unavailable
+
+__all__ = ["ARGS_FILE", "AppArgs", "hybrid_app", "profile_param", "record_setup", "run_app",
            "split_sets"]  # fmt: skip
 
 ARGS_FILE = "bench-args.json"
@@ -50,11 +53,7 @@ class AppArgs:
     def load(cls, run: Path) -> AppArgs | None:
         """The arguments saved in ``run``; ``None`` for a run the phase suites did not make."""
         path = Path(run) / ARGS_FILE
-        if not path.is_file():
-            return None
-        d = json.loads(path.read_text())
-        return cls(scenario=str(d.get("scenario", "default")), profile=d.get("profile"),
-                   sets=tuple(d.get("sets", ())), seed=d.get("seed"))  # fmt: skip
+        return TypeAdapter(cls).validate_json(path.read_bytes()) if path.is_file() else None
 
 
 def split_sets(text: str) -> tuple[str, ...]:
@@ -94,16 +93,6 @@ def run_app(args: Sequence[str], log: Path, *, command: Sequence[str] | None = N
     return wall
 
 
-def device() -> str:
-    """Where the trainer's models run: the CUDA devices, or ``cpu``."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return "cpu"
-    n = torch.cuda.device_count()
-    return f"{n} x {torch.cuda.get_device_name(0)}"
-
-
 def profile_param(profile: str | None) -> str:
     """The profile a run uses: the given one, or the one the trainer picks here (and why)."""
     if profile:
@@ -112,3 +101,18 @@ def profile_param(profile: str | None) -> str:
 
     name, why = auto_profile()
     return f"{name} (chosen by the trainer: {why})"
+
+
+def record_setup(ctx: SuiteContext, scenario: str, profile: str | None, sets: Sequence[str],
+                 root: Path | None = None, **more: Any) -> None:  # fmt: skip
+    """A phase suite's settings, in this order: the scenario, the profile (``profile_param``),
+    where the models run (the CUDA devices, or ``cpu``), ``more``, the extra ``--set`` values and
+    the kept root."""
+    from tj_dist import detect_environment
+
+    gpus = detect_environment().gpus
+    device = f"{len(gpus)} x {gpus[0].name}" if gpus else "cpu"
+    for key, value in {"scenario": scenario, "profile": profile_param(profile), "device": device,
+                       **more, "sets": "; ".join(sets), "root": root and str(root)}.items():  # fmt: skip
+        if value not in ("", None):
+            ctx.param(key, value)

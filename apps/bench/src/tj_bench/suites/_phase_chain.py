@@ -19,8 +19,6 @@ from tj_hybrid import phase_dir
 
 __all__ = [
     "VARIANTS",
-    "parse_seeds",
-    "parse_variants",
     "phase1_base",
     "phase2_args",
     "run_phase1",
@@ -37,33 +35,25 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` -> ``[0, 1, 2]`` (at least one, no repeats)."""
-    seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds: distinct integers, comma-separated, got {text!r}")
-    return seeds
-
-
-def parse_variants(text: str) -> list[str]:
-    """``"graph,lane-mlp"`` -> the variants, each one of ``VARIANTS``."""
-    names = [v for v in text.replace(" ", "").split(",") if v]
-    bad = [v for v in names if v not in VARIANTS]
-    if not names or bad or len(set(names)) != len(names):
-        raise ValueError(f"variants: distinct names of {', '.join(VARIANTS)}, got {text!r}")
-    return names
-
-
-def _where(root: Path, name: str) -> list[str]:
-    return ["--set", f"run.root={root}", "--set", f"run.name={name}"]
+def _run(args: AppArgs, root: Path, name: str, phase: str, src: Path | None = None,
+         skip: Sequence[str] = (), **app: Any) -> tuple[Path, float]:  # fmt: skip
+    """``--phase PHASE`` into ``root/name`` (``--resume`` on a copy of the run ``src``, ``skip``
+    left out), its arguments saved there for the next phase: (the run folder, wall s)."""
+    resume = []
+    if src is not None:
+        shutil.rmtree(root / name, ignore_errors=True)
+        shutil.copytree(src, root / name, ignore=shutil.ignore_patterns(ARGS_FILE, *skip))
+        resume = ["--resume"]
+    wall = run_app([*args.argv(), "--set", f"run.root={root}", "--set", f"run.name={name}",
+                    "--phase", phase, *resume], root / f"{name}.log", **app)  # fmt: skip
+    args.save(root / name)
+    return root / name, wall
 
 
 def run_phase1(args: AppArgs, root: Path, name: str, **app: Any) -> tuple[Path, float]:
     """``--phase 1`` into ``root/name``: (the run folder, wall s). ``app``: ``run_app``'s
     keywords (a clone's command)."""
-    wall = run_app([*args.argv(), *_where(root, name), "--phase", "1"], root / f"{name}.log", **app)
-    args.save(root / name)
-    return root / name, wall
+    return _run(args, root, name, "1", **app)
 
 
 def phase1_base(shared: dict[str, Any], root: Path, scenario: str, *, quick: bool,
@@ -82,12 +72,6 @@ def phase1_base(shared: dict[str, Any], root: Path, scenario: str, *, quick: boo
     return run_phase1(args, root, "base")[0], args
 
 
-def _copy(src: Path, dst: Path, *skip: str) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(ARGS_FILE, *skip))
-
-
 def phase2_args(made: AppArgs, variant: str, seed: int | None, *, quick: bool,
                 sets: Sequence[str] = ()) -> AppArgs:  # fmt: skip
     """Phase 2's arguments after a phase-1 run made with ``made``."""
@@ -99,12 +83,7 @@ def run_phase2(base: Path, made: AppArgs, root: Path, variant: str, seed: int, *
     """``--phase 2 --resume`` of ``variant`` with training seed ``seed`` on a copy of ``base``
     (made with ``made``) in ``root/<variant>-s<seed>``: (the run folder, wall s)."""
     args = phase2_args(made, variant, seed, quick=quick, sets=sets)
-    name = f"{variant}-s{seed}"
-    _copy(base, root / name)
-    wall = run_app([*args.argv(), *_where(root, name), "--phase", "2", "--resume"],
-                   root / f"{name}.log")  # fmt: skip
-    args.save(root / name)
-    return root / name, wall
+    return _run(args, root, f"{variant}-s{seed}", "2", base)
 
 
 def run_phase3(src: Path, made: AppArgs, root: Path, seed: int, *, quick: bool,
@@ -113,9 +92,6 @@ def run_phase3(src: Path, made: AppArgs, root: Path, seed: int, *, quick: bool,
     phase 3, Ray folder, checkpoints and report left out) in ``root/<src>-p3``: (the run folder,
     wall s)."""
     args = made.plus(*(QUICK_PHASE3 if quick else ()), *sets, seed=seed)
-    name = f"{src.name}-p3"
-    _copy(src, root / name, "phase3", "ray", "checkpoints", "report.md")
-    wall = run_app([*args.argv(), *_where(root, name), "--phase", "3", "--resume"],
-                   root / f"{name}.log")  # fmt: skip
-    args.save(root / name)
-    return root / name, wall
+    p3 = phase_dir(src, "3")  # its names: phase 3's folder, any checkpoints and reports
+    skip = (p3.root.name, p3.checkpoints.name, p3.report.name, "ray")
+    return _run(args, root, f"{src.name}-p3", "3", src, skip)

@@ -3,22 +3,22 @@ actions, the graph module's forward on one decision, and RLlib's local env runne
 in the loop; RLlib's own share (connectors, episode bookkeeping, action sampling) =
 (RLlib - env - forward) / RLlib.
 
-``sampling_rounds`` runs in a spawned child process (Ray, RLlib and libsumo never enter the
-runner), which builds PPO like phase 2 does with ``num_env_runners=0``; the bare env runs in a
-process of its own again, since libsumo holds one simulation per process and the local env
-runner's is open in the child.
+``sampling_rounds`` runs in a spawned child process (``tj_monitor.run_in_child``: Ray, RLlib and
+libsumo never enter the runner), which builds PPO like phase 2 does with ``num_env_runners=0``;
+the bare env runs in a process of its own again, since libsumo holds one simulation per process
+and the local env runner's is open in the child.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tj_monitor import run_in_child
 
 __all__ = ["sampling_rounds"]
 
@@ -28,23 +28,24 @@ def _bare_env(setup: Any, decisions: int, seed: int) -> tuple[float, list[dict]]
     its observations (the module forward's input)."""
     import torch
 
+    from tj_rl.control import RandomPolicy
     from tj_rl.env import TrafficSignalCore
 
     torch.set_num_threads(1)
     env = TrafficSignalCore(setup.env, scenario=setup.scenario)
-    rng = np.random.default_rng(seed)
+    policy = RandomPolicy(seed)
     kept: list[dict] = []
     try:
-        obs, _ = env.reset(seed=seed)
+        obs, infos = env.reset(seed=seed)
         t0, n = time.perf_counter(), 0
         while n < decisions:
-            actions = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
-            obs, _, _, trunc, _ = env.step(actions)
+            actions = policy.compute_actions(obs, infos)
+            obs, _, _, trunc, infos = env.step(actions)
             n += len(actions)
             if len(kept) < 200:
                 kept += [dict(o) for o in obs.values()]
             if trunc["__all__"]:
-                obs, _ = env.reset(seed=seed + n)
+                obs, infos = env.reset(seed=seed + n)
         return (time.perf_counter() - t0) / n, kept
     finally:
         env.close()
@@ -86,8 +87,7 @@ def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, 
             module = runner.module[SHARED_POLICY]
             runner.sample(num_timesteps=64)  # warm-up: env started, connectors built
             for r in range(rounds):
-                with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-                    env_s, observations = pool.submit(_bare_env, setup, decisions, 100 + r).result()
+                env_s, observations = run_in_child(_bare_env, setup, decisions, 100 + r)
                 fwd_s = _forward_s(module, observations)
                 t0 = time.perf_counter()
                 episodes = runner.sample(num_timesteps=decisions)
@@ -106,5 +106,4 @@ def sampling_rounds(profile: str | None, sets: Sequence[str], agent: Path | None
     (``None``: random): per round ``bare_env``, ``forward``, ``rllib`` (ms per decision) and
     ``rllib_share`` (%)."""
     work.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-        return pool.submit(_measure, profile, list(sets), agent, work, decisions, rounds).result()
+    return run_in_child(_measure, profile, list(sets), agent, work, decisions, rounds)

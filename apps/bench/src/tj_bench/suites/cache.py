@@ -9,28 +9,124 @@ a power cut) and the suite records what each disk cache's ``get`` returns for it
 
 Option ``sleep_ms`` sleeps inside every timed put and get of every case: a deliberately slower
 run, for the test that checks ``--compare`` flags a regression.
+
+The cases share one ``put`` / ``get`` interface: ``DiskcacheLRU`` puts the ``diskcache`` library
+behind tj-data's (LRU eviction, the same byte bound), ``Slowed`` makes any case sleep inside every
+operation; ``truncated_outcome`` cuts a stored entry's file in half and says what ``get`` returns.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
-from tj_bench.suite import Suite, SuiteContext, parse_counts
-from tj_bench.suites._cache_cases import (
-    CacheLike,
-    DiskcacheLRU,
-    Slowed,
-    close,
-    truncated_outcome,
-)
+from tj_bench.measure import timed
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, parse_counts, sized_help
 from tj_data import DiskCache, LRUCache
 
-__all__ = ["SUITE", "parse_sizes", "put_get", "run"]
+__all__ = ["SUITE", "CacheLike", "DiskcacheLRU", "Outcome", "Slowed", "close", "parse_sizes",
+           "put_get", "run", "truncated_outcome"]  # fmt: skip
+
+# diskcache's own SQLite files (index, WAL): never the value file the probe looks for
+_SQLITE_PREFIX = "cache.db"
+_PROBE = np.arange(100_000, dtype=np.float64)  # 800 KB: a file of its own in either cache
+
+
+class CacheLike(Protocol):
+    def put(self, key: Any, value: Any) -> Any: ...
+    def get(self, key: Any) -> Any: ...
+
+
+class DiskcacheLRU:
+    """``diskcache.Cache`` with LRU eviction (which writes its SQLite index on every read)."""
+
+    def __init__(self, directory: Path, max_bytes: int) -> None:
+        import diskcache
+
+        self.cache = diskcache.Cache(
+            str(directory), size_limit=max_bytes, eviction_policy="least-recently-used"
+        )
+
+    def put(self, key: Any, value: Any) -> None:
+        self.cache.set(key, value)
+
+    def get(self, key: Any) -> Any:
+        return self.cache.get(key)
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+class Slowed:
+    """``inner`` with a ``seconds`` sleep inside every ``put`` and ``get``."""
+
+    def __init__(self, inner: CacheLike, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"Slowed: seconds must be >= 0, got {seconds}")
+        self.inner, self.seconds = inner, seconds
+
+    def put(self, key: Any, value: Any) -> Any:
+        time.sleep(self.seconds)
+        return self.inner.put(key, value)
+
+    def get(self, key: Any) -> Any:
+        time.sleep(self.seconds)
+        return self.inner.get(key)
+
+    def close(self) -> None:
+        close(self.inner)
+
+
+def close(cache: object) -> None:
+    """Close a case that holds open files (diskcache's SQLite connection); others: nothing."""
+    fn = getattr(cache, "close", None)
+    if callable(fn):
+        fn()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``get`` did with a truncated entry; ``safe``: no exception, no wrong value."""
+
+    text: str
+    safe: bool | None
+
+
+def _files(root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def truncated_outcome(cache: CacheLike, directory: Path) -> Outcome:
+    """Store one value in an empty cache at ``directory``, truncate the file it went to, get it.
+
+    ``safe`` is True when ``get`` misses or returns the right value, False when it raises or
+    returns a damaged value, None when the value went into no file of its own.
+    """
+    before = _files(directory)
+    cache.put("k", _PROBE)
+    new = {p: s for p, s in _files(directory).items()
+           if p not in before and not p.name.startswith(_SQLITE_PREFIX)}  # fmt: skip
+    if not new:
+        return Outcome("value stored inside SQLite (not a file)", None)
+    path = max(new, key=new.__getitem__)  # the value's file (the largest new one)
+    os.truncate(path, new[path] // 2)
+    try:
+        got = cache.get("k")
+    except Exception as exc:
+        return Outcome(f"raises {type(exc).__name__}", False)
+    if got is None:
+        return Outcome("miss (entry dropped, refetched by the caller)", True)
+    if isinstance(got, np.ndarray) and np.array_equal(got, _PROBE):
+        return Outcome("the right value", True)
+    return Outcome(f"a damaged value ({type(got).__name__})", False)
+
 
 Maker = Callable[[Path, int], CacheLike]
 CASES: dict[str, tuple[str, Maker]] = {
@@ -43,6 +139,11 @@ CASES: dict[str, tuple[str, Maker]] = {
     "lru": ("tj-data LRUCache (memory)", lambda _d, b: LRUCache(b)),
 }
 COMPARED = ("disk", "disk_nocrc")  # in-run ratios to diskcache's rates
+SIZED: SizedOptions = {
+    "sizes_kib": ("64,1024", "64,1024", "value sizes in KiB, comma-separated"),
+    "items": (400, 40, "values per size; the bound holds half of them"),
+    "sleep_ms": (0.0, 0.0, "sleep inside every timed put and get (a deliberately slowed run)"),
+}
 HIT_SHARE = 0.8  # share of gets drawn from the newer half of the keys
 
 
@@ -56,16 +157,11 @@ def put_get(
 ) -> dict[str, float]:
     """Put every value (keys 0..n-1), then n gets (``HIT_SHARE`` from the newer half): rates."""
     n = len(values)
-    t0 = time.perf_counter()
-    for i, v in enumerate(values):
-        cache.put(i, v)
-    put_s = time.perf_counter() - t0
+    _, put_s = timed(lambda: [cache.put(i, v) for i, v in enumerate(values)])
     keys = np.where(
         rng.random(n) < HIT_SHARE, rng.integers(n // 2, n, n), rng.integers(0, n // 2, n)
     )
-    t0 = time.perf_counter()
-    hits = sum(cache.get(int(k)) is not None for k in keys)
-    get_s = time.perf_counter() - t0
+    hits, get_s = timed(lambda: sum(cache.get(int(k)) is not None for k in keys))
     return {"puts_per_s": n / put_s, "gets_per_s": n / get_s, "hit_rate": hits / n,
             "put_mb_per_s": sum(v.nbytes for v in values) / put_s / 1e6}  # fmt: skip
 
@@ -129,14 +225,11 @@ def _truncated(ctx: SuiteContext, cases: dict[str, Maker]) -> None:
 
 
 def run(ctx: SuiteContext) -> None:
-    sizes = parse_sizes(ctx.option("sizes_kib", "64,1024"))
-    items = ctx.option("items", 40 if ctx.quick else 400)
-    sleep_ms = ctx.option("sleep_ms", 0.0)
+    o = ctx.sized_options(SIZED)
+    sizes, items, sleep_ms = parse_sizes(o["sizes_kib"]), o["items"], o["sleep_ms"]
     if items < 2 or sleep_ms < 0:
         raise ValueError(f"cache: items >= 2 and sleep_ms >= 0 needed, got {items}, {sleep_ms}")
-    ctx.param("sizes_kib", ",".join(str(s // 1024) for s in sizes))
-    ctx.param("items", items)
-    ctx.param("sleep_ms", sleep_ms)
+    ctx.param("sizes_kib", ",".join(str(s // 1024) for s in sizes))  # as parsed
     cases = {name: make for name, (_, make) in CASES.items()}
     try:
         import diskcache
@@ -157,9 +250,5 @@ SUITE = Suite(
     name="cache",
     summary="tj-data DiskCache / LRUCache vs the diskcache library; a truncated entry",
     run=run,
-    options={
-        "sizes_kib": "value sizes in KiB, comma-separated (default 64,1024)",
-        "items": "values per size; the bound holds half of them (default 400; quick 40)",
-        "sleep_ms": "sleep inside every timed put and get (default 0: a deliberately slowed run)",
-    },
-)  # fmt: skip
+    options=sized_help(SIZED),
+)

@@ -8,7 +8,8 @@ its own order), against the same samples in RAM (the ceiling), PyG's ``InMemoryD
 ``Batch.from_data_list`` and the seeds' JSON chunks; all interleaved in each repetition, warm
 page cache. Then ``collate_graphs`` alone against ``Batch.from_data_list``, the JSON import
 rate, and peak process-tree PSS per epoch of a DataLoader with persistent workers, measured in
-a fresh process.
+a fresh process (``tj_monitor.run_in_child``), so what the suite held before (in-RAM copies, PyG)
+does not count.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tj_bench.measure import MIB, timed
 from tj_bench.suite import SizedOptions, Suite, SuiteContext, parse_list, sized_help
-from tj_bench.suites._data_baselines import JsonChunkReader, in_ram, pyg_dataset, write_json_chunks
-from tj_bench.suites._data_pss import DATASETS, pss_run
+from tj_bench.suites._data_baselines import JsonChunkReader, in_ram, write_json_chunks
 from tj_bench.suites._data_read import Reader, batch_reader, collate_cases, streaming_reader
-from tj_bench.suites._data_store import dir_bytes, warm_page_cache
+from tj_monitor import run_in_child
 
-__all__ = ["SUITE", "run"]
+__all__ = ["DATASETS", "SUITE", "pss_run", "run"]
+
+DATASETS = ("mmap", "hdf5", "chunked", "streaming")  # what the DataLoader memory runs read
 
 OPTIONS: SizedOptions = {
     "size_gb": (2.0, 0.005, "size of the generated store (GB of stored arrays, per backend)"),
@@ -42,6 +45,19 @@ OPTIONS: SizedOptions = {
 }  # fmt: skip
 
 PYG_MISSING = "torch-geometric is not installed (tj-bench's `compare` extra)"
+
+
+def dir_bytes(d: Path) -> int:
+    """Bytes of the files under ``d``."""
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def warm_page_cache(*dirs: Path) -> None:
+    """Read every file under ``dirs`` once (the read benchmarks assume a warm page cache)."""
+    for p in (p for d in dirs for p in d.rglob("*") if p.is_file()):
+        with open(p, "rb") as f:
+            while f.read(16 << 20):
+                pass
 
 
 def _store_facts(ctx: SuiteContext, mmap: Any, paths: dict[str, Any], gen_s: float) -> None:
@@ -74,6 +90,7 @@ def _cases(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> _Case
         StreamingGraphDataset,
         collate_graphs,
         import_json_chunks,
+        store_to_pyg,
     )
 
     mmap = MmapGraphDataset(paths["npy"])
@@ -110,7 +127,7 @@ def _cases(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> _Case
         "streaming": streaming_reader(stream, o["batches"]),
     }  # fmt: skip
     try:
-        pyg = pyg_dataset(ram.store)
+        pyg = store_to_pyg(ram.store)
     except ImportError:
         ctx.unavailable("pyg", PYG_MISSING)
     else:
@@ -145,6 +162,58 @@ def _read(ctx: SuiteContext, cases: _Cases, n: int) -> None:
         if "pyg" in us:
             ctx.record("collate/pyg_us_per_batch", us["pyg"], unit="us/batch", better="lower")
             ctx.record("collate/x_pyg", us["pyg"] / us["tj"], unit="x", better="higher")
+
+
+def pss_run(
+    name: str, store: Path, *, epochs: int, batch_size: int, workers: int, interval: float = 0.5
+) -> dict[str, Any]:
+    """``{"idle_pss": bytes before the loader, "epochs": [{"peak_pss", "samples_per_s"}, ...]}``
+    for dataset ``name`` (one of ``DATASETS``) over ``store``, measured in a child process."""
+    if name not in DATASETS:
+        raise ValueError(f"pss dataset {name!r}: expected one of {DATASETS}")
+    return run_in_child(_pss_child, name, str(store), epochs, batch_size, workers, interval,
+                        name=f"the DataLoader PSS run ({name})")  # fmt: skip
+
+
+def _pss_child(
+    name: str, store: str, epochs: int, batch_size: int, workers: int, interval: float
+) -> dict[str, Any]:
+    from torch.utils.data import DataLoader
+
+    from tj_data import (
+        ChunkedGraphDataset,
+        ChunkShuffleSampler,
+        HDF5GraphDataset,
+        MmapGraphDataset,
+        StreamingGraphDataset,
+        measure_epoch,
+    )
+    from tj_monitor import tree_memory
+
+    kw: dict[str, Any] = {"num_workers": workers, "persistent_workers": workers > 0,
+                          "prefetch_factor": 2 if workers > 0 else None}  # fmt: skip
+    sampler = None
+    if name == "streaming":  # batches collated in the dataset (its workers stream their part)
+        ds: Any = StreamingGraphDataset(store, batch_size=batch_size, seed=0)
+        idle = tree_memory().pss
+        loader = DataLoader(ds, batch_size=None, **kw)
+    else:
+        if name == "chunked":
+            ds = ChunkedGraphDataset(store, cache_chunks=3)
+            sampler = ChunkShuffleSampler(ds, seed=0)
+        else:
+            ds = (HDF5GraphDataset if name == "hdf5" else MmapGraphDataset)(store)
+        idle = tree_memory().pss
+        loader = DataLoader(ds, batch_size=batch_size, shuffle=sampler is None, sampler=sampler,
+                            collate_fn=ds.collate_fn, **kw)  # fmt: skip
+    out = []
+    for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        m = measure_epoch(loader, pss_interval=interval)
+        out.append({"peak_pss": m.peak_pss, "samples_per_s": m.samples_per_s})
+    del loader
+    return {"idle_pss": idle, "epochs": out}
 
 
 def _pss(ctx: SuiteContext, o: dict[str, Any], paths: dict[str, Any]) -> None:

@@ -1,7 +1,10 @@
 """Suite ``dist``: what tj-dist's safety and DDP cost, against the plain alternative in one run.
 
-1. Checkpoints (``_dist_checkpoint``): ``save_checkpoint`` against ``torch.save`` with and without
-   fsync, ``load_latest`` (verified) against ``torch.load``; rounds interleaved.
+1. Checkpoints: ``save_checkpoint`` (temp file, sha256 while writing, fsync, rename, marker)
+   against a plain ``torch.save`` to the final name (not crash-safe) and a ``torch.save`` + fsync
+   (durable, not atomic: what a careful script does); ``load_latest`` (size and sha256 check,
+   then ``torch.load(weights_only=True)``) against a plain ``torch.load(weights_only=True)``;
+   rounds interleaved.
 2. Gradient accumulation over real process groups (``_dist_accumulate``): 2 gloo ranks on CPU;
    with CUDA also NCCL over min(2, GPUs) ranks. With a single GPU the NCCL group has one rank: the
    DDP hooks, NCCL kernels and stream syncs are real, inter-GPU traffic is not (said in a note).
@@ -9,13 +12,18 @@
 
 from __future__ import annotations
 
-import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
 
+from tj_bench.measure import ratio, timed
 from tj_bench.suite import Suite, SuiteContext, parse_counts
 from tj_bench.suites._dist_accumulate import VARIANTS, run_accumulation
-from tj_bench.suites._dist_checkpoint import checkpoint_round, make_state
 
-__all__ = ["SUITE", "accumulation_ratios", "parse_sizes"]
+__all__ = ["SAVES", "SUITE", "accumulation_ratios", "checkpoint_round", "make_state"]
+
+SAVES = ("plain", "fsync", "atomic")
 
 OPTIONS = {
     "sizes_mib": "comma-separated checkpoint sizes in MiB (default 64,256; quick: 8)",
@@ -26,19 +34,69 @@ OPTIONS = {
 }
 
 
-def parse_sizes(text: str) -> list[int]:
-    """``"64,256"`` -> ``[64, 256]`` (MiB); sizes must be positive integers."""
-    return parse_counts(text, "sizes_mib")
+def make_state(mib: int) -> dict[str, Any]:
+    """About ``mib`` MiB of float32 in 8 tensors (like a model + optimizer state, not one blob)."""
+    import torch
+
+    numel = mib * 2**20 // 4
+    return {f"t{i}": torch.randn(numel // 8) for i in range(8)} | {"step": 1}
+
+
+def _save(kind: str, directory: Path, state: dict[str, Any]) -> None:
+    import torch
+
+    import tj_dist
+
+    if kind == "plain":
+        torch.save(state, directory / "ckpt.pt")
+    elif kind == "fsync":
+        with open(directory / "ckpt.pt", "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+    else:
+        tj_dist.save_checkpoint(directory, state, step=1)
+
+
+def _load(kind: str, directory: Path) -> None:
+    import torch
+
+    import tj_dist
+
+    if kind == "plain":
+        torch.load(directory / "ckpt.pt", weights_only=True)
+    elif tj_dist.load_latest(directory) is None:
+        raise RuntimeError(f"load_latest found no checkpoint in {directory}")
+
+
+def checkpoint_round(state: dict[str, Any], root: Path, rep: int) -> dict[str, float]:
+    """One interleaved round: seconds for ``save/<kind>`` and ``load/plain``, ``load/verified``.
+
+    The order flips on odd rounds, so no variant always writes to a warmer disk; both loads read
+    a just-written, page-cached file (``os.sync`` first): the same footing.
+    """
+    dirs = {kind: root / f"{kind}-{rep}" for kind in SAVES}
+    dirs["plain"].mkdir(parents=True)
+    dirs["fsync"].mkdir(parents=True)  # save_checkpoint makes its own directory
+    order = list(SAVES) if rep % 2 == 0 else list(reversed(SAVES))
+    out: dict[str, float] = {}
+    try:
+        for kind in order:
+            out[f"save/{kind}"] = timed(lambda k=kind: _save(k, dirs[k], state))[1]
+        os.sync()
+        for kind in (k for k in order if k != "fsync"):
+            load = "load/plain" if kind == "plain" else "load/verified"
+            out[load] = timed(lambda k=kind: _load(k, dirs[k]))[1]
+    finally:
+        for directory in dirs.values():
+            shutil.rmtree(directory, ignore_errors=True)
+    return out
 
 
 def accumulation_ratios(no_ddp: float, no_sync: float, sync_each: float) -> dict[str, float]:
     """``no_sync_speedup`` = sync_each / no_sync (what no_sync saves); ``ddp_overhead`` =
     no_sync / no_ddp (what DDP with one all-reduce per step costs over local training)."""
-
-    def div(a: float, b: float) -> float:
-        return a / b if b > 0 else math.nan
-
-    return {"no_sync_speedup": div(sync_each, no_sync), "ddp_overhead": div(no_sync, no_ddp)}
+    return {"no_sync_speedup": ratio(sync_each, no_sync), "ddp_overhead": ratio(no_sync, no_ddp)}
 
 
 def _checkpoints(ctx: SuiteContext, sizes: list[int]) -> None:
@@ -73,7 +131,7 @@ def _accumulation(ctx: SuiteContext, backend: str, ranks: int, steps: int, hidde
 
 def run(ctx: SuiteContext) -> None:
     q = ctx.quick
-    sizes = parse_sizes(ctx.option("sizes_mib", "8" if q else "64,256"))
+    sizes = parse_counts(ctx.option("sizes_mib", "8" if q else "64,256"), "dist.sizes_mib")
     steps, hidden = ctx.option("steps", 4), ctx.option("hidden", 128 if q else 1024)
     gloo_ranks, want_nccl = ctx.option("gloo_ranks", 2), ctx.option("nccl", True)
     if steps < 1 or hidden < 1 or gloo_ranks < 1:

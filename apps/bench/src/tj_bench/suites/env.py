@@ -15,16 +15,24 @@ all-red is 0 because sumo-rl has none. Round i uses SUMO and action seed ``seed 
 cell, every episode runs in a fresh process (libsumo: one simulation per process) and the cells
 are interleaved within each round. sumo-rl is no dependency: ``--set
 env.sumo_rl_python=PATH`` names an interpreter that has it (with psutil and SUMO 1.28).
+
+``env_speed.png``: env steps per second, one panel per backend (rows) and SUMO-output setting
+(columns), bars per scenario and env (tj-rl variants, sumo-rl when measured): the median with
+the min-max range of the rounds.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
+import math
+import statistics
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from tj_bench.suite import SizedOptions, Suite, SuiteContext, parse_list, sized_help
 from tj_bench.suites._env_driver import (
@@ -44,10 +52,9 @@ from tj_bench.suites._env_plan import (
     plan_cells,
     runs_on,
 )
-from tj_bench.suites._env_plot import plot_speed
 from tj_bench.suites._env_worker import tj_env_config
 
-__all__ = ["SUITE", "EnvSettings", "settings_from"]
+__all__ = ["SUITE", "EnvSettings", "plot_speed", "settings_from"]
 
 OPTIONS: SizedOptions = {  # read by settings_from; run records its own settings
     "variants": ("numpy,numba,numba+native", "numpy", "tj-rl variants, comma-separated: "
@@ -175,12 +182,12 @@ def run(ctx: SuiteContext) -> None:
     }.items():
         ctx.param(key, value)
     runs: dict[Cell, list[dict[str, Any]]] = {c: [] for c in cells}
-    loads = [_load()]
+    loads = [psutil.getloadavg()[0]]
     for rnd in ctx.repetitions("rounds"):
         for cell in ctx.progress(cells, f"round {rnd + 1}: episodes"):
             python = s.sumo_rl_python if cell.is_sumo_rl else sys.executable
             r = run_episode(python, s.worker(cell, scen[cell.scenario], s.seed + rnd))
-            loads.append(_load())
+            loads.append(psutil.getloadavg()[0])
             runs[cell].append(r)
             _record(ctx, cell.name, episode_figures(r))
         for cell in cells:  # paired by round: same seed on both sides
@@ -231,8 +238,59 @@ def _summarise(
     ctx.artifact(path)
 
 
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+def plot_speed(
+    path: Path, steps_per_s: dict[Cell, list[float]], scenarios: dict[str, str], title: str
+) -> Path:
+    """Write the bar chart of ``steps_per_s`` (values per round of each cell) to ``path``."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    backends = sorted({c.backend for c in steps_per_s})
+    outputs = sorted({c.outputs for c in steps_per_s})
+    impls: list[str] = list(dict.fromkeys(c.impl for c in steps_per_s))
+    fig = Figure(figsize=(max(6.0, 5.5 * len(outputs)), 0.5 + 3.8 * len(backends)))
+    axes = fig.subplots(len(backends), len(outputs), squeeze=False, sharey=True)
+    width = 0.8 / len(impls)
+    colors = {impl: f"C{k}" for k, impl in enumerate(impls)}  # the same colour in every panel
+    medians = [statistics.median(v) for v in steps_per_s.values() if v]
+    log = bool(medians) and max(medians) > 10 * min(medians)  # far apart: log in every panel
+    for (i, backend), (j, output) in itertools.product(enumerate(backends), enumerate(outputs)):
+        ax = axes[i][j]
+        for k, impl in enumerate(impls):
+            xs, med, lo, hi = [], [], [], []
+            for x, name in enumerate(scenarios):
+                vals = steps_per_s.get(
+                    Cell(scenario=name, backend=backend, outputs=output, impl=impl), []
+                )
+                if vals:
+                    m = statistics.median(vals)
+                    xs.append(x + (k - (len(impls) - 1) / 2) * width)
+                    med.append(m)
+                    lo.append(m - min(vals))
+                    hi.append(max(vals) - m)
+            if xs:
+                ax.bar(xs, med, width, yerr=[lo, hi], capsize=2, color=colors[impl])
+        ax.set_xticks(range(len(scenarios)), _wrap(scenarios.values()), fontsize=8)
+        if log:  # bars from the decade below the smallest median
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=10 ** math.floor(math.log10(min(medians) * 0.8)))
+        ax.set_title(f"{backend}, SUMO outputs {output}", fontsize=10)
+        ax.set_ylabel("env steps/s (higher is better)")
+        ax.grid(axis="y", alpha=0.3, which="both")
+    handles = [Patch(color=colors[i], label=_label(i)) for i in impls]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(impls), 6), fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _label(impl: str) -> str:
+    return impl if impl == "sumo-rl" else f"tj-rl {impl}"
+
+
+def _wrap(labels: Iterable[str]) -> list[str]:
+    return [x.replace(", ", "\n", 1) for x in labels]
 
 
 SUITE = Suite(

@@ -10,13 +10,13 @@ on the GPU in fp32, fp16 and (where the GPU has it natively) bf16 autocast.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from tj_bench.measure import ratio
 from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_bench.suites._models_child import COMPONENTS, PRECISIONS, run_child, save_windows
 
-__all__ = ["SUITE", "figure", "ratio", "targets"]
+__all__ = ["SUITE", "figure", "targets"]
 
 SIZED: SizedOptions = {
     "graphs": (32, 8, "graphs (intersections) per batch"),
@@ -44,11 +44,6 @@ def targets(cuda: bool, bf16: bool) -> list[tuple[str, str]]:
 def figure(preset: str, component: str, device: str, precision: str, what: str) -> str:
     """``normal/world_model/cpu-fp32/samples_per_s``."""
     return f"{preset}/{component}/{device}-{precision}/{what}"
-
-
-def ratio(num: float, den: float) -> float:
-    """``num / den``; NaN when the denominator is not positive (a delta of zero)."""
-    return num / den if den > 0 else math.nan
 
 
 def _record(ctx: SuiteContext, r: dict[str, Any]) -> None:

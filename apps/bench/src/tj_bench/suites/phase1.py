@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import asdict
 from typing import Any
 
 from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import device, hybrid_app, profile_param, split_sets
+from tj_bench.suites._phase_app import hybrid_app, record_setup, split_sets
 from tj_bench.suites._phase_chain import run_phase1
 from tj_bench.suites._phase_read import phase1_readings
 from tj_bench.suites._phase_scenario import QUICK_PROFILE, base_args, scenario_key
@@ -43,12 +42,8 @@ def run(ctx: SuiteContext) -> None:
     sets = split_sets(ctx.option("sets", ""))
     fresh = ctx.option("fresh_clone", False)
     root = ctx.shared_dir / "phase1"
-    ctx.param("scenario", scenario_key(scenario))
-    ctx.param("profile", profile_param(QUICK_PROFILE if ctx.quick else None))
-    ctx.param("device", device())
-    ctx.param("fresh_clone", fresh)
-    if sets:
-        ctx.param("sets", "; ".join(sets))
+    record_setup(ctx, scenario_key(scenario), QUICK_PROFILE if ctx.quick else None, sets,
+                 fresh_clone=fresh)  # fmt: skip
     how = ("`uv run apps/hybrid --phase 1` in a fresh clone of the committed files, from start "
            "to exit: uv creating the virtual environment included, the clone itself not"
            if fresh else "the trainer's process from start to exit, its virtual environment "
@@ -61,7 +56,7 @@ def run(ctx: SuiteContext) -> None:
         run_dir, wall = run_phase1(args, folder, "run", **app)
         if fresh:
             shutil.rmtree(app["cwd"], ignore_errors=True)
-        for r in phase1_readings(asdict(read_phase1_summary(run_dir)), wall):
+        for r in phase1_readings(read_phase1_summary(run_dir), wall):
             ctx.record(r.name, r.value, unit=r.unit, better=r.better)
         ctx.shared["phase1_run"] = run_dir
 

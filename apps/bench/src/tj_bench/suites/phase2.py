@@ -15,19 +15,11 @@ the trainings, with the phase-1 agent, in a child process: ``ctx.runs`` rounds o
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 
-from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import AppArgs, device, profile_param, split_sets
-from tj_bench.suites._phase_chain import (
-    VARIANTS,
-    parse_seeds,
-    parse_variants,
-    phase1_base,
-    phase2_args,
-    run_phase2,
-)
+from tj_bench.suite import Suite, SuiteContext, parse_counts
+from tj_bench.suites._phase_app import AppArgs, record_setup, split_sets
+from tj_bench.suites._phase_chain import VARIANTS, phase1_base, phase2_args, run_phase2
 from tj_bench.suites._phase_read import phase2_readings
 from tj_bench.suites._phase_sampling import sampling_rounds
 from tj_hybrid import phase_dir, read_evaluation, read_result
@@ -51,8 +43,8 @@ def _sampling(ctx: SuiteContext, base: Path, args: AppArgs) -> None:
 
 
 def run(ctx: SuiteContext) -> None:
-    variants = parse_variants(ctx.option("variants", "graph" if ctx.quick else "graph,lane-mlp"))
-    seeds = parse_seeds(ctx.option("seeds", "0" if ctx.quick else "0,1,2"))
+    variants = ctx.choices("variants", "graph" if ctx.quick else "graph,lane-mlp", tuple(VARIANTS))
+    seeds = parse_counts(ctx.option("seeds", "0" if ctx.quick else "0,1,2"), "phase2.seeds", 0)
     scenario = ctx.option("scenario", "default")
     sets = split_sets(ctx.option("sets", ""))
     parallel = ctx.option("parallel", 1)
@@ -66,14 +58,9 @@ def run(ctx: SuiteContext) -> None:
         variant, seed = job
         return variant, *run_phase2(base, made, root, variant, seed, quick=ctx.quick, sets=sets)
 
-    for key, value in {"variants": ",".join(variants), "seeds": ",".join(map(str, seeds)),
-                       "scenario": made.scenario, "profile": profile_param(made.profile),
-                       "device": device(), "parallel": parallel}.items():  # fmt: skip
-        ctx.param(key, value)
-    if sets:
-        ctx.param("sets", "; ".join(sets))
-    if kept:
-        ctx.param("root", str(root))
+    ctx.param("variants", ",".join(variants))
+    ctx.param("seeds", ",".join(map(str, seeds)))
+    record_setup(ctx, made.scenario, made.profile, sets, root if kept else None, parallel=parallel)
     ctx.note("The repetitions of the training figures are training seeds (one value per seed: "
              "median, min and max are over seeds), not --runs; --runs sets the sampling rounds. "
              "The baselines are deterministic on the held-out traffic (baseline/ figures from "
@@ -81,10 +68,8 @@ def run(ctx: SuiteContext) -> None:
     graph_runs = []
     with ThreadPoolExecutor(max(1, parallel)) as pool:
         for variant, run_dir, wall in ctx.progress(pool.map(one, jobs), "phase-2 runs", len(jobs)):
-            readings = phase2_readings(asdict(read_result(run_dir, "2")),
-                                       asdict(read_evaluation(run_dir, "2")), wall,
-                                       baselines=variant == variants[0])  # fmt: skip
-            for r in readings:
+            for r in phase2_readings(read_result(run_dir, "2"), read_evaluation(run_dir, "2"), wall,
+                                     baselines=variant == variants[0]):  # fmt: skip
                 name = r.name if r.name.startswith("baseline/") else f"{variant}/{r.name}"
                 ctx.record(name, r.value, unit=r.unit, better=r.better)
             if variant == "graph":

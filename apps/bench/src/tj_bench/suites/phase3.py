@@ -12,12 +12,11 @@ epochs read the cache: same work otherwise), time, peak tree PSS and the tree US
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
-from tj_bench.suite import Suite, SuiteContext
-from tj_bench.suites._phase_app import AppArgs, device, profile_param, split_sets
-from tj_bench.suites._phase_chain import parse_seeds, phase1_base, run_phase2, run_phase3
+from tj_bench.suite import Suite, SuiteContext, parse_counts
+from tj_bench.suites._phase_app import AppArgs, record_setup, split_sets
+from tj_bench.suites._phase_chain import phase1_base, run_phase2, run_phase3
 from tj_bench.suites._phase_read import phase3_readings
 from tj_hybrid import phase_dir, read_evaluation, read_metrics, read_result
 
@@ -27,7 +26,7 @@ __all__ = ["SUITE"]
 def _phase2_runs(ctx: SuiteContext, root: Path) -> list[Path]:
     """The phase-2 runs to continue: given, handed on by phase2, or made here."""
     given = ctx.option("runs", "")
-    seeds = parse_seeds(ctx.option("seeds", "0" if ctx.quick else "0,1,2"))
+    seeds = parse_counts(ctx.option("seeds", "0" if ctx.quick else "0,1,2"), "phase3.seeds", 0)
     scenario = ctx.option("scenario", "default")
     if given:
         runs = [Path(p.strip()).resolve() for p in given.split(",") if p.strip()]
@@ -58,19 +57,12 @@ def run(ctx: SuiteContext) -> None:
         seed = made.seed if made.seed is not None else index
         made_all.append((src.name, seed, made))
         run_dir, wall = run_phase3(src, made, root, seed, quick=ctx.quick, sets=sets)
-        for r in phase3_readings(asdict(read_result(run_dir, "3")),
-                                 asdict(read_evaluation(run_dir, "3")), read_metrics(run_dir, "3"),
-                                 wall):  # fmt: skip
+        for r in phase3_readings(read_result(run_dir, "3"), read_evaluation(run_dir, "3"),
+                                 read_metrics(run_dir, "3"), wall):  # fmt: skip
             ctx.record(r.name, r.value, unit=r.unit, better=r.better)
     first = made_all[0][2]
     ctx.param("runs", ", ".join(f"{name} (seed {seed})" for name, seed, _ in made_all))
-    ctx.param("scenario", first.scenario)
-    ctx.param("profile", profile_param(first.profile))
-    ctx.param("device", device())
-    if sets:
-        ctx.param("sets", "; ".join(sets))
-    if kept:
-        ctx.param("root", str(root))
+    record_setup(ctx, first.scenario, first.profile, sets, root if kept else None)
     ctx.note("The repetitions are training seeds (one phase-3 run per phase-2 run: median, min "
              "and max are over seeds), not --runs. cache_speedup: median first-epoch time over "
              "median later-epoch time across the run's iterations.")  # fmt: skip

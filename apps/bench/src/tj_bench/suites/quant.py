@@ -13,16 +13,16 @@ bus) against ``"device"`` (int8/float16 cross, decoded by ``batch.dequantize()``
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tj_bench.measure import interleaved, timed
-from tj_bench.suite import Suite, SuiteContext
+from tj_bench.suite import SizedOptions, Suite, SuiteContext, sized_help
 from tj_data import GraphBatch, MmapGraphDataset, QuantizeReport, compute_statistics, quantize_store
 from tj_data.synthetic import write_synthetic
+from tj_monitor import Timer
 
 __all__ = ["COLUMN_UNITS", "SUITE", "run"]
 
@@ -31,6 +31,10 @@ PERCENTILES = (0.1, 99.9)
 BATCH_SIZES = (32, 256)
 MODES = ("host", "device")
 CUDA_BATCHES = 50  # batches per case in the transfer timing
+SIZED: SizedOptions = {
+    "samples": (200_000, 3_000, "graphs in the generated float32 store"),
+    "batches": (200, 20, "random batches per batch size and mode in the collate timing"),
+}
 COLUMN_UNITS = {
     "rel_x": "m", "rel_y": "m", "speed": "m/s", "accel": "m/s^2", "heading_sin": "1",
     "heading_cos": "1", "dist_to_stop_line": "m", "waiting_time": "s", "length": "m",
@@ -74,26 +78,20 @@ def _collate_case(ds: MmapGraphDataset, idx: list[list[int]]) -> Callable[[], tu
     """One pass over ``idx``: (seconds per batch, median bytes per batch)."""
 
     def case() -> tuple[float, float]:
-        nbytes = []
-        t0 = time.perf_counter()
-        for i in idx:
-            nbytes.append(ds.collate_fn(ds.__getitems__(i)).nbytes)
-        return (time.perf_counter() - t0) / len(idx), float(np.median(nbytes))
+        nbytes, seconds = timed(lambda: [ds.collate_fn(ds.__getitems__(i)).nbytes for i in idx])
+        return seconds / len(idx), float(np.median(nbytes))
 
     return case
 
 
 def _transfer_case(batches: list[GraphBatch]) -> Callable[[], float]:
-    """Pinned batches to CUDA + ``dequantize()``: seconds per batch."""
-    import torch
+    """Pinned batches to CUDA + ``dequantize()``: seconds per batch (synchronised at both ends)."""
 
     def case() -> float:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for b in batches:
-            b.to("cuda", non_blocking=True).dequantize()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / len(batches)
+        with Timer("to device", cuda="sync") as timer:
+            for b in batches:
+                b.to("cuda", non_blocking=True).dequantize()
+        return timer.stats().total / len(batches)
 
     return case
 
@@ -135,13 +133,11 @@ def _batches(ctx: SuiteContext, store: Path, n: int) -> None:
 
 
 def run(ctx: SuiteContext) -> None:
-    samples = ctx.option("samples", 3_000 if ctx.quick else 200_000)
-    n_batches = ctx.option("batches", 20 if ctx.quick else 200)
+    o = ctx.sized_options(SIZED)
+    samples, n_batches = o["samples"], o["batches"]
     if samples < max(BATCH_SIZES) or n_batches < 1:
         raise ValueError(f"quant: samples >= {max(BATCH_SIZES)} and batches >= 1 needed, "
                          f"got {samples}, {n_batches}")  # fmt: skip
-    ctx.param("samples", samples)
-    ctx.param("batches", n_batches)
     ctx.param("fields", ", ".join(f"{k} {v}" for k, v in FIELDS.items()))
     ctx.param("percentile_fit", f"p{PERCENTILES[0]}-p{PERCENTILES[1]}")
     src = ctx.workdir / "float"
@@ -166,9 +162,5 @@ SUITE = Suite(
     name="quant",
     summary="tj-data quantisation: bytes and error per feature, host vs device dequantisation",
     run=run,
-    options={
-        "samples": "graphs in the generated float32 store (default 200000; quick 3000)",
-        "batches": "random batches per batch size and mode in the collate timing "
-                   "(default 200; quick 20)",
-    },
-)  # fmt: skip
+    options=sized_help(SIZED),
+)

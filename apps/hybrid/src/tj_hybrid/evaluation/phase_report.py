@@ -8,14 +8,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tj_hybrid.results import HeldOutSet
 from tj_monitor import atomic_write_text
 
 __all__ = ["means", "write_phase_report"]
 
 
 def means(summary: Mapping[str, Mapping[str, Any]], metric: str) -> dict[str, float]:
-    """Policy -> mean of ``metric`` in one set's summary (the policies that report it)."""
-    return {p: s[metric]["mean"] for p, s in summary.items() if metric in s}
+    """Policy -> mean of ``metric`` in one set's summary (the policies that report it): the
+    results API's ``HeldOutSet.means``, on the summary as the phase holds it."""
+    return HeldOutSet.from_summary(summary).means(metric)
 
 
 def write_phase_report(path: Path, *, title: str, facts: Mapping[str, Any],

@@ -26,9 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from tj_data import GraphStoreWriter
+from tj_monitor import progress_bar
 from tj_rl.control.baselines import POLICIES, make_policy
 from tj_rl.env.config import EnvConfig
 from tj_rl.env.core import TrafficSignalCore
@@ -217,10 +216,9 @@ def record_dataset(
         with (
             GraphStoreWriter(out_path, snapshot_schema(), shard_size=shard_size, backend=backend,
                              metadata=metadata, overwrite=overwrite) as writer,
-            Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
-                     TimeElapsedColumn(), disable=not progress) as bar,
+            progress_bar(disable=not progress) as bar,
         ):  # fmt: skip
-            task = bar.add_task("episodes", total=episodes)
+            task = bar.add_task("recording episodes", total=episodes, info="")
             order = _InOrder(writer)
             done = set()
             while len(done) < workers:
