@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tj_models import FeatureLayout, RolloutConfig, edge_features
-from tj_models.graph import GraphInput
 from tj_models.feedback import next_graph
+from tj_models.graph import GraphInput
 
 LAYOUT = FeatureLayout()
 

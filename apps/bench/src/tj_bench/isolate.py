@@ -20,7 +20,7 @@ from tj_bench.results import SuiteResult
 from tj_bench.suite import Suite, SuiteContext, Unavailable
 from tj_monitor import run_in_child
 
-__all__ = ["execute", "run_isolated"]
+__all__ = ["execute", "run_suite_in_child"]
 
 
 def execute(ctx: SuiteContext, loader: Callable[[str], Suite]) -> SuiteResult:
@@ -52,7 +52,7 @@ def _child(ctx: SuiteContext, loader: Callable[[str], Suite],
         return execute(ctx, loader), ctx.shared
 
 
-def run_isolated(ctx: SuiteContext, loader: Callable[[str], Suite],
+def run_suite_in_child(ctx: SuiteContext, loader: Callable[[str], Suite],
                  show_progress: bool = False) -> tuple[SuiteResult, dict[str, Any]]:  # fmt: skip
     """Run ``execute`` in a spawned child; ``(result, shared)`` back, or a failed result."""
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tj_bench.isolate import execute, run_isolated
+from tj_bench.isolate import execute, run_suite_in_child
 from tj_bench.results import Results, SuiteResult
 from tj_bench.suite import Suite, SuiteContext
 from tj_bench.suites import NAMES, load_suite
@@ -138,7 +138,7 @@ def run_suites(
                                options=config.options.get(name, {}), shared=shared)  # fmt: skip
             try:
                 if config.isolate:
-                    result, shared = run_isolated(ctx, loader, show_progress)
+                    result, shared = run_suite_in_child(ctx, loader, show_progress)
                 else:
                     result = execute(ctx, loader)
             finally:

@@ -26,7 +26,8 @@ _COLUMNS = (("avg_delay", "avg delay (s)"), ("avg_trip_time", "trip time (s)"),
             ("cost_low_ttc", "low TTC"), ("cost_hard_braking", "hard braking"),
             ("cost_emergency_braking", "emergency braking"), ("cost_teleport", "teleports"),
             ("cost_collision", "collisions"), ("vetoes", "vetoes"))  # fmt: skip
-_ORDER = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "phase2", "phase3")
+_ORDER = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "scenario-program", "sumo-actuated",
+          "phase2", "phase3")
 
 
 def _results(run_dir: RunDir) -> dict[str, PhaseResult]:

@@ -26,11 +26,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tj_models.config import WorldModelConfig
+from tj_models.feedback import apply_delta, next_graph
 from tj_models.geometry import match_nodes, velocity
 from tj_models.gnn import RiskGNN
 from tj_models.graph import GraphInput, InvalidGraphError, check_finite
 from tj_models.pooling import graph_pool, movement_aggregates, movement_pool
-from tj_models.feedback import apply_delta, next_graph
 
 __all__ = ["StepPrediction", "WorldModel", "WorldModelOutput", "fp32_lstm"]
 

@@ -148,7 +148,7 @@ def run_tj(s: dict[str, Any]) -> dict[str, Any]:
     from tj_rl.control import RandomPolicy
     from tj_rl.env import Scenario, TrafficSignalCore
 
-    sc = Scenario.from_sumocfg(s["sumocfg"], end=s["seconds"])
+    sc = Scenario.from_sumocfg(s["sumocfg"]).windowed(s["seconds"])  # from the scenario's begin
     cfg = tj_env_config(s)
     if s["variant"] == FREE_READS:  # the ablation: record this episode's reads, then replay them
         make = functools.partial(TrafficSignalCore, cfg, scenario=sc)

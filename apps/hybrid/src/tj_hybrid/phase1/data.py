@@ -165,7 +165,7 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
         if found != fp:
             raise ConfigError(
                 f"the dataset at {root} was made with other settings (fingerprint {found}, config "
-                f"{fp}); delete it, or point data.path elsewhere (--set data.path=...)"
+                f"{fp}); delete it, or point phase1.data.path elsewhere (--set phase1.data.path=...)"
             )
         log.info("using the dataset at %s (%d + %d samples%s)", root, len(train), len(hold),
                  f"; time windows {windows}" if windows else "")  # fmt: skip
