@@ -11,14 +11,8 @@ import pytest
 
 from tj_rl.env import EnvConfig, Scenario, ScenarioError, TrafficSignalCore
 from tj_rl.eval import evaluate
-from tj_rl.traffic.demand import (
-    DemandPool,
-    DemandSpec,
-    generate_demand,
-    pick_route,
-    read_departures,
-    run_command,
-)
+from tj_rl.traffic.demand import DemandPool, DemandSpec, generate_demand, run_command
+from tj_rl.traffic.routes import pick_route, read_departures
 
 
 class CountingRunner:

@@ -10,7 +10,7 @@ import pytest
 
 from tj_rl.env import EnvConfig, Scenario, ScenarioError, TrafficSignalCore
 from tj_rl.traffic import DemandPool
-from tj_rl.traffic.demand import pick_route
+from tj_rl.traffic.routes import pick_route
 
 
 def _vehicles(env: TrafficSignalCore, steps: int = 12) -> tuple[str, int]:

@@ -24,7 +24,7 @@ from tj_rl.rllib.module import (
     shared_module_spec,
     shared_policy_mapping,
 )
-from tj_rl.traffic.demand import pick_route
+from tj_rl.traffic.routes import pick_route
 
 pytestmark = pytest.mark.slow
 

@@ -33,15 +33,16 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from tj_rl.env.actions import check_actions
 from tj_rl.env.backends import make_backend
 from tj_rl.env.config import COST_NAMES, EnvConfig, split_env_config
 from tj_rl.env.costs import cost_matrix
 from tj_rl.env.errors import ScenarioError, SumoDiedError
-from tj_rl.env.features import ROW_COLUMNS, VehicleFrame, VehicleGraph
+from tj_rl.env.features import VehicleFrame, VehicleGraph
 from tj_rl.env.graphs import split_graphs
-from tj_rl.env.kernels import step_kernels
+from tj_rl.env.kernels import step_kernels, warm_up
 from tj_rl.env.metrics import EpisodeMetrics
-from tj_rl.env.native_reader import NativeVehicleReader, ReaderLight
+from tj_rl.env.native_reader import reader_for
 from tj_rl.env.observation import LaneLayout, assemble_observations, lane_capacity, phase_values
 from tj_rl.env.padding import ObservationLayout, decide
 from tj_rl.env.rewards import RewardInput, make_reward
@@ -49,7 +50,7 @@ from tj_rl.env.scenario import Scenario
 from tj_rl.env.session import LightReads, SumoSession
 from tj_rl.env.shield import Decision, RuleShield
 from tj_rl.env.topology import read_topology
-from tj_rl.traffic.demand import pick_index, pick_route
+from tj_rl.traffic.routes import pick_index, pick_route
 
 __all__ = ["TrafficSignalCore"]
 
@@ -114,8 +115,10 @@ class TrafficSignalCore:
         self.lane_capacity = {a: lane_capacity(lt, cfg.obs_radius) for a, lt in self.lights.items()}
         self._lanes = LaneLayout.of(self.topology.lights, cfg.obs_radius)
         self._graph_batch, self._lane_batch, self._safety_counts = step_kernels(cfg.kernel)
-        self._warm_kernels()
-        self._reader = self._native_reader() if cfg.reader == "native" else None
+        warm_up((self._graph_batch, self._lane_batch, self._safety_counts), cfg,
+                self._lanes, len(self.topology.lights))  # fmt: skip
+        self._reader = (reader_for(self.topology.lights, cfg.obs_radius)
+                        if cfg.reader == "native" else None)  # fmt: skip
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         self._backend = make_backend(cfg.backend)
@@ -130,40 +133,6 @@ class TrafficSignalCore:
         self._rng = np.random.default_rng(scenario.seed)
         self.last_episode_metrics: EpisodeMetrics | None = None
         self._reads: LightReads | None = None
-
-    def _warm_kernels(self) -> None:
-        """Run the step's feature functions once on an empty step, with the argument types of
-        ``SumoSession.read_lights`` (read-only float64 rows, int counts): the compiled kernels
-        load (or, after an install, compile) their machine code here, at construction, instead
-        of inside an episode's first steps (~5 ms for the safety kernel, first used in ``step``)."""
-        cfg, n = self.config, len(self.topology.lights)
-        data = np.frombuffer(b"", np.float64).reshape(n, 0, len(ROW_COLUMNS))
-        counts = [0] * n
-        batch = self._graph_batch(
-            data, counts, cfg.graph, max_nodes=cfg.max_nodes, max_edges=cfg.max_edges
-        )
-        self._lane_batch(data, counts, self._lanes)
-        self._safety_counts(
-            batch, ttc_threshold=cfg.ttc_threshold, hard_brake_decel=cfg.hard_brake_decel
-        )
-
-    def _native_reader(self) -> NativeVehicleReader:
-        """The compiled reader for every light (built, or loaded from its cache, here: a missing
-        compiler is a construction error, not an episode's)."""
-        r = self.config.obs_radius
-        return NativeVehicleReader(
-            [
-                ReaderLight(
-                    lanes=tuple(lt.lane_table),
-                    moves=tuple(m for m, _ in lt.lane_table.values()),
-                    offsets=tuple(o for _, o in lt.lane_table.values()),
-                    centre=lt.centre,
-                    origin=lt.junction_pos,
-                    radius=r + lt.radius_pad,
-                )
-                for lt in self.topology.lights
-            ]
-        )
 
     # ------------------------------------------------------------------ lifecycle
     def get_observation_space(self, agent_id: str) -> spaces.Space:
@@ -284,39 +253,12 @@ class TrafficSignalCore:
             session.step_to(t_end)
         self._t = session.time
 
-    def _check_actions(self, action_dict: Mapping[str, Any]) -> dict[str, int]:
-        out = {}
-        spaces_ = self.action_spaces
-        for agent, action in action_dict.items():
-            space = spaces_.get(agent)
-            if space is None:
-                raise ValueError(
-                    f"action for unknown agent {agent!r}; agents are {self.possible_agents}"
-                )
-            if isinstance(action, (int, np.integer)):  # the usual case: no array round trip
-                value = int(action)
-            else:
-                try:
-                    value = int(np.asarray(action).item())
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(
-                        f"agent {agent!r}: action {action!r} is not an integer of {space}"
-                    ) from exc
-                if value != np.asarray(action).item():
-                    value = -1  # a fraction: outside the space
-            if not 0 <= value < space.n:
-                raise ValueError(
-                    f"agent {agent!r}: action {action!r} outside its action space {space}"
-                )
-            out[agent] = value
-        return out
-
     def step(self, action_dict: Mapping[str, Any]):
         if self._session is None:
             raise RuntimeError(
                 f"{type(self).__name__}.step() before reset() or after the episode ended"
             )
-        actions = self._check_actions(action_dict)
+        actions = check_actions(action_dict, self.action_spaces)
         t = self._t
         if self._program:  # SUMO runs the programs: no decision, no veto
             decisions = [_PROGRAM] * len(self.shields)

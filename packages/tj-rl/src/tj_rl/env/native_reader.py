@@ -29,13 +29,20 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tj_monitor import AtomicPath, remove_stale_temps
 from tj_rl.env.features import PAD_ROW, ROW_COLUMNS
 
-__all__ = ["NativeReaderError", "NativeVehicleReader", "ReaderLight", "build_native_reader"]
+__all__ = [
+    "NativeReaderError",
+    "NativeVehicleReader",
+    "ReaderLight",
+    "build_native_reader",
+    "reader_for",
+]
 
 SOURCE = Path(__file__).with_name("native") / "vehicle_reader.cpp"
 _NCOL = len(ROW_COLUMNS)
@@ -239,3 +246,21 @@ class NativeVehicleReader:
 
     def __del__(self) -> None:
         self.close()
+
+
+def reader_for(lights: Sequence[Any], radius: float) -> NativeVehicleReader:
+    """The compiled reader for every light of a net's topology (built, or loaded from its cache,
+    here: a missing compiler is an error when the env is built, not in an episode)."""
+    return NativeVehicleReader(
+        [
+            ReaderLight(
+                lanes=tuple(lt.lane_table),
+                moves=tuple(m for m, _ in lt.lane_table.values()),
+                offsets=tuple(o for _, o in lt.lane_table.values()),
+                centre=lt.centre,
+                origin=lt.junction_pos,
+                radius=radius + lt.radius_pad,
+            )
+            for lt in lights
+        ]
+    )

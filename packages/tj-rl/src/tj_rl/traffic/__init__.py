@@ -9,14 +9,7 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
-        "demand": [
-            "DemandPool",
-            "DemandSet",
-            "DemandSpec",
-            "generate_demand",
-            "pick_index",
-            "pick_route",
-            "read_departures",
-        ],
+        "demand": ["DemandPool", "DemandSet", "DemandSpec", "generate_demand"],
+        "routes": ["Departure", "pick_index", "pick_route", "read_departures"],
     },
 )
