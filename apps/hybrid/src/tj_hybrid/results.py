@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from tj_hybrid.phase_api import PhaseResult
 from tj_hybrid.phases import REGISTRY
 from tj_hybrid.run_dir import PhaseDir, RunDir
+from tj_rl.env.metrics import Spread  # one metric over episodes, as tj-rl's evaluation computes it
 
 __all__ = [
     "Evaluation",
@@ -66,17 +67,6 @@ class Phase1Summary:
     wall_s: dict[str, float]  # "data" (recording or reuse), "train", "total"
     peak_tree_pss: float | None  # bytes
     budget_bytes: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Spread:
-    """One metric over a policy's held-out episodes (``n``: the episodes that had a value)."""
-
-    mean: float
-    std: float
-    min: float
-    max: float
-    n: int
 
 
 @dataclass(frozen=True, kw_only=True)
