@@ -112,3 +112,21 @@ def tiny_phase2() -> list[str]:
 @pytest.fixture
 def tiny_phase3() -> list[str]:
     return list(TINY_PHASE3)
+
+
+def _refused(tmp_path: Path, *overrides: str) -> str:
+    runs = tmp_path / "runs"
+    out = run_app("--profile", "smoke", "--set", f"run.root={runs}", "--set", "run.name=t",
+                  *(a for o in overrides for a in ("--set", o)), timeout=120)  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("tj-hybrid:")]
+    assert len(errors) == 1, out.stderr
+    assert not runs.exists()  # nothing started, nothing half-written
+    return errors[0]
+
+
+@pytest.fixture
+def refused(tmp_path: Path) -> object:
+    """Run the CLI with ``--set`` overrides; it must exit 2 before anything starts with one error
+    line, which is returned."""
+    return lambda *overrides: _refused(tmp_path, *overrides)

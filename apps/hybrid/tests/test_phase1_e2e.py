@@ -85,9 +85,10 @@ def test_phase1_world_model_beats_constant_velocity(
     small_args: list[str], tmp_path: Path, run: Any
 ) -> None:
     """Learned, not merely finite: on the held-out episode the world model's next-step position
-    error is clearly below constant-velocity extrapolation (40 steps are too few: -8.6%; 120
-    steps: 10.4% better on this small dataset, deterministic on CPU)."""
-    out = run(*small_args, "--set", "run.name=learns", "--set", "phase1.steps=120")
+    error is clearly below constant-velocity extrapolation (on this small dataset, recorded on
+    the default scenario's own demand varied, deterministic on CPU: 120 steps are too few, 2.3%
+    better; 200 steps: 24.7%)."""
+    out = run(*small_args, "--set", "run.name=learns", "--set", "phase1.steps=200")
     assert out.returncode == 0, out.stdout + out.stderr
     ev = json.loads((tmp_path / "runs" / "learns" / "phase1" / "eval.json").read_text())["eval"]
     assert ev["model_mae"] < 0.95 * ev["cv_mae"], ev

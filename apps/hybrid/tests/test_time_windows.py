@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,24 +33,6 @@ def morning(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _config(path: Path, *overrides: str):
     return load_config(profile="smoke", overrides=[f"scenario.path={path}", *overrides]).config
-
-
-@pytest.fixture
-def refused(run: Callable[..., Any], tmp_path: Path) -> Callable[..., str]:
-    """Run the CLI with ``--set`` overrides; it must exit 2 before anything starts with one error
-    line, which is returned."""
-    return lambda *overrides: _refused(run, tmp_path, *overrides)
-
-
-def _refused(run_app: Callable[..., Any], tmp_path: Path, *overrides: str) -> str:
-    runs = tmp_path / "runs"
-    out = run_app("--profile", "smoke", "--set", f"run.root={runs}", "--set", "run.name=t",
-                  *(a for o in overrides for a in ("--set", o)), timeout=120)  # fmt: skip
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    errors = [line for line in out.stderr.splitlines() if line.startswith("tj-hybrid:")]
-    assert len(errors) == 1, out.stderr
-    assert not runs.exists()  # nothing started, nothing half-written
-    return errors[0]
 
 
 def test_config_takes_sumo_time_forms_and_refuses_others() -> None:
@@ -97,11 +78,7 @@ def test_cli_refuses_an_unknown_time_format(refused: Callable[..., str], morning
 
 
 def test_cli_refuses_a_window_outside_the_span(refused: Callable[..., str], morning: Path) -> None:
-    # the old absolute reading of episode_seconds: 900 s from 7:00:00 overruns 7:10:00
-    line = refused(f"scenario.path={morning}")
-    assert line == ("tj-hybrid: phase1.record.episode_seconds: Scenario morning: window "
-                    "[25200, 26100) s (07:00:00-07:15:00) lies outside the scenario's time span "
-                    "[25200, 25800) s (07:00:00-07:10:00)")  # fmt: skip
+    # explicit windows must fit; the default single window shrinks to a shorter span (below)
     line = refused(f"scenario.path={morning}", "phase1.record.episode_seconds=300",
                     "phase2.episode_seconds=120", "phase2.windows=['7:00:00', '7:09:00']")  # fmt: skip
     assert line.startswith("tj-hybrid: phase2.windows: Scenario morning: window [25740, 25860)")
@@ -113,6 +90,15 @@ def test_sumos_braunschweig_demo_with_its_clock_time(refused: Callable[..., str]
     check_controllable_lights(cfg)
     sc = episode_scenario(cfg)
     assert (sc.begin, sc.end) == (54900.0, 56700.0) and len(sc.windows) == 2  # 15:15-15:45
-    line = refused(f"scenario.path={FOKR}", "phase1.record.episode_seconds=7200")
-    assert "window [54000, 61200) s (15:00:00-17:00:00) lies outside the scenario's time span " \
+    line = refused(f"scenario.path={FOKR}", "phase1.record.windows=['15:50:00']")
+    assert "window [57000, 57900) s (15:50:00-16:05:00) lies outside the scenario's time span " \
         "[54000, 57600) s (15:00:00-16:00:00)" in line  # fmt: skip
+
+
+def test_a_span_shorter_than_an_episode_is_one_episode(morning: Path) -> None:
+    # 900 s from 7:00:00 would overrun 7:10:00: a game-length scenario runs its whole span
+    cfg = _config(morning)
+    check_scenario(cfg)
+    sc = episode_scenario(cfg)
+    assert (sc.begin, sc.end, sc.windows) == (25200.0, 25800.0, ())
+    assert (record_scenario(cfg).begin, record_scenario(cfg).end) == (25200.0, 25800.0)

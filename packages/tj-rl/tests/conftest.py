@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,22 @@ def _late_bad_route(out: Path) -> Path:
 @pytest.fixture(scope="session")
 def late_bad_route():
     return _late_bad_route
+
+
+class CountingRunner:
+    """The real command runner of the demand pools, counting its calls (how the tests see
+    whether randomTrips or duarouter ran)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, cmd: Sequence[str], cwd: Path) -> None:
+        from tj_rl.traffic.demand import run_command
+
+        self.calls += 1
+        run_command(cmd, cwd)
+
+
+@pytest.fixture
+def counting_runner() -> CountingRunner:
+    return CountingRunner()

@@ -3,27 +3,16 @@ from training, and scenarios that really run the new traffic (SUMO runs, no mock
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tj_rl.env import EnvConfig, Scenario, ScenarioError, TrafficSignalCore
 from tj_rl.eval import evaluate
-from tj_rl.traffic.demand import DemandPool, DemandSpec, generate_demand, run_command
+from tj_rl.traffic.demand import DemandPool, DemandSpec, generate_demand
 from tj_rl.traffic.routes import pick_route, read_departures
-
-
-class CountingRunner:
-    """The real runner, counting its calls (how the tests see whether randomTrips ran)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, cmd: Sequence[str], cwd: Path) -> None:
-        self.calls += 1
-        run_command(cmd, cwd)
 
 
 def _departs(path: Path) -> list[float]:
@@ -75,10 +64,10 @@ def test_spec_rates_and_period_describe_the_same_load() -> None:
 
 
 def test_pool_cache_is_reused_and_a_truncated_file_regenerated(
-    tmp_path: Path, default_sc: Scenario
+    tmp_path: Path, default_sc: Scenario, counting_runner: Any
 ) -> None:
+    runner = counting_runner
     sc = default_sc.replace(end=60.0)
-    runner = CountingRunner()
     pool = DemandPool.for_scenario(sc, tmp_path, seeds=(1, 2), rates=(600, 1200), runner=runner)
     files = pool.build()
     assert runner.calls == 4 and len(set(files)) == 4
@@ -122,9 +111,9 @@ def test_route_for_is_deterministic_and_uses_every_file_per_cycle(
 
 
 def test_held_out_refuses_training_seeds_and_rates_outside_the_range(
-    tmp_path: Path, default_sc: Scenario
+    tmp_path: Path, default_sc: Scenario, counting_runner: Any
 ) -> None:
-    runner = CountingRunner()
+    runner = counting_runner
     pool = DemandPool.for_scenario(
         default_sc, tmp_path, seeds=(1, 2), rates=(600, 1200), runner=runner
     )

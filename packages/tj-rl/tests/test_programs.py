@@ -137,6 +137,11 @@ def test_the_scenarios_own_program_files_are_left_out(tmp_path: Path, nets: Path
     (empty,) = without_programs([only], nets, keep_one=True)
     assert empty.read_text().strip() == "<additional/>"
     assert without_programs([only], nets) == ()
+    # a lone <tlLogic> as the file's root (SUMO's Braunschweig demo, signalPlan.add.xml)
+    bare = tmp_path / "signalPlan.add.xml"
+    bare.write_text('<tlLogic id="A0" programID="z" type="static"><phase duration="9" '
+                    'state="GGrr"/></tlLogic>')  # fmt: skip
+    assert without_programs([bare, plain], nets) == (plain,)
 
 
 def test_held_out_table_holds_both_with_their_labels(default_sc: Scenario, nets: Path) -> None:

@@ -180,3 +180,19 @@ def test_sumo_refusal_includes_stderr(tmp_path: Path, default_sc: Scenario) -> N
         with pytest.raises(SumoStartError, match="no_such_edge"):
             env.reset()
         env.close()
+
+
+def test_sumocfg_option_synonyms(tmp_path: Path, default_sc: Scenario) -> None:
+    # SUMO's own examples (the RiLSA ones: run.sumo.cfg) write <c><net value=...>: options at
+    # the top, under synonyms of <net-file>, <route-files>, <begin>, <end>
+    cfg = tmp_path / "run.sumo.cfg"
+    cfg.write_text(f'<c><net value="{default_sc.net_file}"/>'
+                   f'<routes value="{default_sc.route_files[0]}"/>'
+                   '<b value="60"/><e value="120"/></c>')  # fmt: skip
+    sc = Scenario.from_sumocfg(cfg)
+    assert (sc.net_file, sc.route_files, sc.begin, sc.end, sc.name) == (
+        default_sc.net_file, default_sc.route_files, 60.0, 120.0, "run")
+    sections = tmp_path / "old.sumocfg"
+    sections.write_text(f'<configuration><input><net value="{default_sc.net_file}"/></input>'
+                        "</configuration>")  # fmt: skip
+    assert Scenario.from_sumocfg(sections).net_file == default_sc.net_file

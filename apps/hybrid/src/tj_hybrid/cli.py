@@ -32,10 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "command",
         nargs="?",
-        choices=("train", "doctor"),
+        choices=("train", "doctor", "eval", "watch"),
         default="train",
-        help="train (default) or doctor: check this machine",
+        help="train (default); doctor: check this machine; eval: an exported agent against the "
+        "baselines on the scenario's held-out traffic; watch: it in sumo-gui",
     )
+    p.add_argument("--agent", type=Path, metavar="PATH", help="eval / watch: an agent folder")
+    p.add_argument("--routes", type=Path, metavar="FILE",
+                   help="watch: a route file (default: the first held-out one)")  # fmt: skip
+    p.add_argument("--delay", type=float, default=100.0, metavar="MS",
+                   help="watch: milliseconds per simulated step (default 100)")  # fmt: skip
     p.add_argument(
         "--phase",
         default="all",
@@ -80,11 +86,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(yaml.safe_dump(to_plain(cfg), sort_keys=False, default_flow_style=None), end="")
         return 0
     if args.command == "doctor":
+        from tj_hybrid.data_paths import data_root
         from tj_hybrid.doctor import render, run_checks
 
-        checks = run_checks({"run dir": cfg.run.root, "data dir": cfg.phase1.data.path})
+        checks = run_checks({"run dir": cfg.run.root, "data dir": data_root(cfg)})
         print(render(checks))
         return 1 if any(c.status == "FAIL" for c in checks) else 0
+    if args.command == "eval":
+        from tj_hybrid.commands.evaluate_agent import run_eval
+
+        return run_eval(cfg, args.agent)
+    if args.command == "watch":
+        from tj_hybrid.commands.watch import run_watch
+
+        return run_watch(cfg, args.agent, routes=args.routes, delay_ms=args.delay)
     log.info(
         "profile %s (%s); config from %s",
         loaded.profile,

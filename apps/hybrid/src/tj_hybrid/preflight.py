@@ -10,9 +10,11 @@ from pathlib import Path
 from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.phases import PhaseSpec
 from tj_hybrid.run_dir import RunDir
+from tj_hybrid.traffic import demand_source, episode_windows, scenario_span
 
 __all__ = [
     "check_controllable_lights",
+    "check_demand",
     "check_readable_file",
     "check_scenario",
     "check_writable_dir",
@@ -43,7 +45,8 @@ def check_readable_file(path: Path, what: str) -> None:
 
 def check_scenario(config: HybridConfig) -> None:
     """The scenario's .sumocfg and the files it names exist and parse (times in SUMO's forms),
-    and every configured episode window lies inside the scenario's time span."""
+    every configured episode window lies inside the scenario's time span, and the training
+    demand can be made (``check_demand``)."""
     from tj_rl.env import Scenario, ScenarioError
 
     path = config.scenario.path
@@ -58,10 +61,29 @@ def check_scenario(config: HybridConfig) -> None:
         checks.insert(0, ("phase1.record", record.episode_seconds, record.windows))
     for section, seconds, windows in checks:
         try:
-            scenario.windowed(seconds, windows)
+            episode_windows(scenario, seconds, windows, section)
         except ScenarioError as exc:
             key = f"{section}.{'episode_seconds' if windows is None else 'windows'}"
             raise ConfigError(f"{key}: {exc}") from None
+    check_demand(config)
+
+
+def check_demand(config: HybridConfig) -> None:
+    """The training demand can be made: ``phase2.demand.source`` resolves, and the scenario's
+    own demand routes on its net (duarouter, into a temporary folder: a route over an edge the
+    net lacks is one line here, not a traceback in phase 2)."""
+    import tempfile
+
+    from tj_rl.env import ScenarioError
+    from tj_rl.traffic import ORIGINAL, write_variation
+
+    try:
+        span = scenario_span(config)
+        if demand_source(config, span) == "scenario":
+            with tempfile.TemporaryDirectory(prefix="tj-demand-check-") as tmp:
+                write_variation(span, ORIGINAL, Path(tmp) / "own.rou.xml")
+    except ScenarioError as exc:
+        raise ConfigError(f"phase2.demand: {exc}") from None
 
 
 def check_controllable_lights(config: HybridConfig) -> None:

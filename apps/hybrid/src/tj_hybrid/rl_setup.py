@@ -2,7 +2,8 @@
 pool (training traffic) and held-out sets, the env config every env runner or collector builds,
 the env-runner count, and RLlib's PPO config of phase 2 (also what the sampling benchmark builds).
 
-The pool is generated once and cached in the data directory (``<data>/demand``); held-out traffic
+The pool is generated once and cached in the data directory (``<data>/demand``) from the source
+``tj_hybrid.traffic`` picks (the scenario's own demand, varied, or randomTrips); held-out traffic
 uses route seeds never trained on, and evaluation uses SUMO seeds never used in training. Episodes
 are time windows of ``phase2.episode_seconds`` inside the scenario's span (``phase2.windows``;
 default: one at the scenario's begin), and the pool covers them. tj-rl and Ray are imported when
@@ -19,6 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tj_hybrid.config import HybridConfig
+from tj_hybrid.traffic import (
+    build_traffic,
+    demand_source,
+    episode_windows,
+    scenario_span,
+    split_windows,
+)
 from tj_monitor import memory_limit
 
 if TYPE_CHECKING:
@@ -50,6 +58,13 @@ class RLSetup:
     env_runners: int
     max_lanes: int
     net_cache: Path | None = None  # where nets converted for baselines (sumo-actuated) are kept
+    eval_scenario: Scenario | None = None  # held-out windows (None: ``scenario``'s)
+    source: str = "random"  # the training demand: "scenario" (its own, varied) or "random"
+
+    @property
+    def heldout_scenario(self) -> Scenario:
+        """The scenario cut to the windows held-out evaluation runs in."""
+        return self.eval_scenario if self.eval_scenario is not None else self.scenario
 
     def env_config(self) -> dict[str, Any]:
         """The env config an env runner or collector builds (a plain, picklable mapping)."""
@@ -90,10 +105,8 @@ def _agent_lanes(agent_dir: Path | None) -> int | None:
 def episode_scenario(cfg: HybridConfig) -> Scenario:
     """The configured scenario cut to phase 2's (and 3's) episode windows (``ScenarioError``
     for a time or a window outside the scenario's span)."""
-    from tj_rl.env import Scenario
-
-    span = Scenario.from_sumocfg(cfg.scenario.path)
-    return span.windowed(cfg.phase2.episode_seconds, cfg.phase2.windows)
+    p2 = cfg.phase2
+    return episode_windows(scenario_span(cfg), p2.episode_seconds, p2.windows)
 
 
 def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
@@ -103,16 +116,15 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     ``temp_dir``: where the envs' episode folders go (the run dir: an env runner killed with
     SIGKILL cannot remove its own, and they should not pile up in the system temp dir)."""
     from tj_rl.env import TrafficSignalCore
-    from tj_rl.traffic import DemandPool
 
     p2 = cfg.phase2
-    scenario = episode_scenario(cfg)
+    span = scenario_span(cfg)
+    source = demand_source(cfg, span)
+    episodes = episode_windows(span, p2.episode_seconds, p2.windows)
+    scenario, held_scenario = split_windows(span, episodes, p2.windows, source)
     log.info("RL setup: episode time windows %s", scenario.describe_windows())
-    pool = DemandPool.for_scenario(scenario, data_dir / "demand",
-                                   seeds=tuple(range(1, p2.demand.train_seeds + 1)),
-                                   rates=tuple(p2.demand.rates))  # fmt: skip
-    files = pool.build()
-    held, heavy = pool.held_out(p2.demand.heldout_seeds, heavy_factor=p2.demand.heavy_factor)
+    traffic = build_traffic(cfg, span, scenario, data_dir, source)
+    files = traffic.pool_files
     lanes = _agent_lanes(agent_dir)
     env = dataclasses.replace(
         cfg.scenario.env, reward=p2.reward, reward_scale=p2.reward_scale, metrics=False,
@@ -127,9 +139,11 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     if p2.env_runners is None:
         log.info("RL setup: %d env runner(s) (%d CPUs, memory budget %.1f GiB)", runners,
                  os.cpu_count() or 1, budget / 2**30)  # fmt: skip
-    return RLSetup(scenario=scenario, env=env, pool_files=tuple(files), held_out=held,
-                   held_out_heavy=heavy, env_runners=runners, max_lanes=lanes or 0,
-                   net_cache=data_dir / "nets")  # fmt: skip
+    return RLSetup(scenario=scenario, env=env, pool_files=tuple(files),
+                   held_out=traffic.held_out, held_out_heavy=traffic.held_out_heavy,
+                   env_runners=runners, max_lanes=lanes or 0, net_cache=data_dir / "nets",
+                   eval_scenario=held_scenario,
+                   source=traffic.source)  # fmt: skip
 
 
 def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:

@@ -1,7 +1,7 @@
 """The run directory: one folder per run, one sub-folder per phase, every artefact in its place.
 
 ```
-runs/<run>/
+runs/<run>/              run.name, or <scenario name>-<timestamp>
   config.yaml            the merged, validated configuration of the last invocation
   phase1/
     checkpoints/         ckpt-<step>.pt + .done markers (tj_dist.save_checkpoint), newest k kept
@@ -80,13 +80,15 @@ class PhaseDir:
 
 @dataclass(frozen=True, kw_only=True)
 class RunDir:
-    """``<root>/<name>``; ``name=None`` picks a new timestamped name."""
+    """``<root>/<name>``; ``name=None`` picks a new name: ``<prefix>-<timestamp>`` (the
+    scenario's name), or the timestamp alone."""
 
     path: Path
 
     @classmethod
-    def resolve(cls, root: Path, name: str | None) -> RunDir:
-        return cls(path=Path(root) / (name or time.strftime("%Y%m%d-%H%M%S")))
+    def resolve(cls, root: Path, name: str | None, prefix: str = "") -> RunDir:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return cls(path=Path(root) / (name or (f"{prefix}-{stamp}" if prefix else stamp)))
 
     @property
     def config(self) -> Path:

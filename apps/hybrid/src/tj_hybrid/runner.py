@@ -20,6 +20,7 @@ import yaml
 
 from tj_data import StoreError
 from tj_hybrid.config import ConfigError, LoadedConfig, to_plain
+from tj_hybrid.data_paths import scenario_name
 from tj_hybrid.interrupt import RunInterrupted, stop_on_signals
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec
@@ -33,8 +34,19 @@ __all__ = ["latest_run", "run"]
 log = logging.getLogger(__name__)
 
 
-def latest_run(root: Path, registry: Sequence[PhaseSpec] = REGISTRY) -> RunDir | None:
-    """The most recently modified run under ``root`` that holds any phase's work."""
+def _scenario_of(run: Path) -> Path | None:
+    """The scenario a run ran (its config.yaml's ``scenario.path``); None when unreadable."""
+    try:
+        plain = yaml.safe_load(RunDir(path=run).config.read_text())
+        return Path(plain["scenario"]["path"]).resolve()
+    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        return None
+
+
+def latest_run(root: Path, registry: Sequence[PhaseSpec] = REGISTRY,
+               scenario: Path | None = None) -> RunDir | None:  # fmt: skip
+    """The most recently modified run under ``root`` that holds any phase's work (and, given
+    ``scenario``, ran that .sumocfg)."""
     folders = {s.folder for s in registry}
 
     def has_work(run: Path) -> bool:
@@ -42,17 +54,20 @@ def latest_run(root: Path, registry: Sequence[PhaseSpec] = REGISTRY) -> RunDir |
                    for f in folders)  # fmt: skip
 
     runs = [p for p in Path(root).glob("*") if has_work(p)]
+    if scenario is not None:
+        runs = [p for p in runs if _scenario_of(p) == Path(scenario).resolve()]
     return RunDir(path=max(runs, key=lambda p: p.stat().st_mtime)) if runs else None
 
 
 def _run_dir(loaded: LoadedConfig, resume: bool, registry: Sequence[PhaseSpec]) -> RunDir:
     cfg = loaded.config
-    if resume and cfg.run.name is None:
-        found = latest_run(cfg.run.root, registry)
+    if resume and cfg.run.name is None:  # this scenario's newest run
+        found = latest_run(cfg.run.root, registry, scenario=cfg.scenario.path)
         if found is None:
-            raise ConfigError(f"--resume: no run with checkpoints under {cfg.run.root}")
+            raise ConfigError(f"--resume: no run with checkpoints under {cfg.run.root} for the "
+                              f"scenario {cfg.scenario.path} (set run.name to resume another)")
         return found
-    run_dir = RunDir.resolve(cfg.run.root, cfg.run.name)
+    run_dir = RunDir.resolve(cfg.run.root, cfg.run.name, scenario_name(cfg.scenario.path))
     if resume and not run_dir.path.is_dir():
         raise ConfigError(f"--resume: {run_dir.path} does not exist")
     return run_dir

@@ -31,9 +31,10 @@ class RecordSection:
 
 @dataclass(kw_only=True)
 class DataSection:
-    """Where the dataset lives and how it is stored and prepared."""
+    """Where the dataset lives and how it is stored and prepared. ``path=None``: a folder per
+    scenario and recording setting under ``run.data_root`` (``tj_hybrid.data_paths``)."""
 
-    path: Path = Path("data/phase1")
+    path: Path | None = None
     json_source: Path | None = None  # seed-style JSON chunks to import instead of recording
     backend: Literal["npy", "hdf5"] = "npy"
     shard_size: int = 4096

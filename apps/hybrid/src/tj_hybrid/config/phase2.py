@@ -41,18 +41,32 @@ class PPOSection:
 
 @dataclass(kw_only=True)
 class DemandSection:
-    """Training traffic: a pool of route files (randomTrips) over seeds x rates; evaluation
-    traffic: route seeds never trained on (``heldout_seeds``) and SUMO seeds never used."""
+    """Training and held-out traffic. ``source``: ``scenario`` varies the scenario's own demand
+    (seeded resampling at ``scales`` of its level, random flow departures, +-``jitter`` s per
+    departure; SUMO's duarouter), ``random`` draws randomTrips at ``rates``; ``auto`` (default):
+    ``scenario`` when its route files hold vehicles, else ``random`` (said in the log). Route
+    seeds ``1..train_seeds`` train; ``heldout_seeds`` never do (with ``scenario`` the held-out set
+    also holds the scenario's own demand unmodified); one held-out set is ``heavy_factor``
+    heavier."""
 
+    source: Literal["auto", "scenario", "random"] = "auto"
     rates: list[float] = field(default_factory=lambda: [600.0, 900.0, 1200.0])  # veh/h levels
+    scales: list[float] = field(default_factory=lambda: [0.8, 1.0, 1.2])  # x the real demand
+    jitter: float = 60.0  # seconds each departure may move (scenario source)
     train_seeds: int = 8  # route seeds 1..n
     heldout_seeds: list[int] = field(default_factory=lambda: [10_001, 10_002])
     heavy_factor: float = 1.3  # one held-out set this much heavier
 
     def __post_init__(self) -> None:
         positive(self, "train_seeds", "heavy_factor")
+        if self.heavy_factor <= 1:
+            raise ValueError(f"heavy_factor must be > 1, got {self.heavy_factor}")
         if not self.rates or min(self.rates) <= 0:
             raise ValueError(f"rates must be positive, got {self.rates}")
+        if not self.scales or min(self.scales) <= 0 or len(set(self.scales)) != len(self.scales):
+            raise ValueError(f"scales must be positive and distinct, got {self.scales}")
+        if not (math.isfinite(self.jitter) and self.jitter >= 0):
+            raise ValueError(f"jitter must be >= 0 seconds, got {self.jitter}")
         if set(self.heldout_seeds) & set(range(1, self.train_seeds + 1)):
             raise ValueError("heldout_seeds overlap the training route seeds 1..train_seeds")
 

@@ -77,9 +77,11 @@ def positive(obj: object, *names: str) -> None:
 
 @dataclass(kw_only=True)
 class RunSection:
-    """Where runs go and how they are named. ``name=None``: a timestamp."""
+    """Where runs and data go, and how runs are named. ``name=None``: the scenario's name and
+    a timestamp. Data: one folder per scenario under ``data_root`` (``tj_hybrid.data_paths``)."""
 
     root: Path = Path("runs")
+    data_root: Path = Path("data")
     name: str | None = None
     seed: int = 0
 
@@ -98,8 +100,10 @@ class ScenarioSection:
     )
 
     def __post_init__(self) -> None:
-        if self.path.suffix != ".sumocfg":
-            raise ValueError(f"path {self.path}: expected a SUMO configuration file (.sumocfg)")
+        if self.path.suffix not in (".sumocfg", ".cfg"):  # SUMO's examples also use .sumo.cfg
+            raise ValueError(
+                f"path {self.path}: expected a SUMO configuration file (.sumocfg or .cfg)"
+            )
 
 
 @dataclass(kw_only=True)

@@ -49,20 +49,23 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
-            table = evaluate_heldout(setup.scenario, named, demand, cfg.phase2.eval.sumo_seeds,
-                                     config=env, training_seeds=())  # fmt: skip
+            table = evaluate_heldout(setup.heldout_scenario, named, demand,
+                                     cfg.phase2.eval.sumo_seeds, config=env,
+                                     training_seeds=())  # fmt: skip
         if cost_weights is not None:
             for row in table.rows:
                 row["cost"] = weighted_cost(row, cost_weights)
-        out[label] = held_out_set(table, metrics)
+        out[label] = held_out_set(table, metrics, traffic=demand.describe())
     return out
 
 
-def held_out_set(table: HeldOutTable, metrics: Sequence[str]) -> dict[str, Any]:
-    """One set as a phase keeps it: tj-rl's markdown table with its legend (the time windows,
-    how each policy decides), every episode's row (with its window), the labels, and per policy
-    and metric the spread over episodes (``tj_hybrid.results.HeldOutSet`` reads it back)."""
-    legend = table.legend()
+def held_out_set(table: HeldOutTable, metrics: Sequence[str], *,
+                 traffic: str = "") -> dict[str, Any]:  # fmt: skip
+    """One set as a phase keeps it: tj-rl's markdown table with its legend (the traffic and time
+    windows, how each policy decides), every episode's row (with its window), the labels, and
+    per policy and metric the spread over episodes (``tj_hybrid.results.HeldOutSet`` reads it
+    back)."""
+    legend = (f"Traffic: {traffic}.\n" if traffic else "") + table.legend()
     markdown = table.to_markdown(metrics) + (f"\n\n{legend}" if legend else "")
     return {"markdown": markdown, "rows": table.rows, "labels": dict(table.labels),
             "windows": list(table.windows),

@@ -1,14 +1,18 @@
 """Phase-1 data: make sure a train and a held-out store exist, then describe them.
 
-If ``data.path`` holds no dataset, it is recorded from the configured SUMO scenario with tj-rl
-(behaviour policy ``mixed``: fixed-time with random feasible switches, so the data shows queues
-forming and clearing under many signal sequences), or imported from seed-style JSON chunks when
-``data.json_source`` is set. Episodes are time windows of ``record.episode_seconds`` inside the
-scenario's span (``record.windows``; default: one at the scenario's begin), named in the log and
-in the stores' metadata. Train and held-out episodes use disjoint SUMO seeds. A dataset made
-with other settings than the current config is refused, never silently reused; a reused one is
-verified against its manifest's checksums first (each file hashed once, then only when its size
-or mtime changes), and a corrupt one is recorded again, with a warning naming the file.
+If the dataset folder (``tj_hybrid.data_paths``: ``phase1.data.path``, or by default one per
+scenario and per fingerprint of the settings the dataset depends on) holds no dataset, it is
+recorded from the configured SUMO scenario with tj-rl (behaviour policy ``mixed``: fixed-time
+with random feasible switches, so the data shows queues forming and clearing under many signal
+sequences), or imported from seed-style JSON chunks when ``data.json_source`` is set. Episodes
+are time windows of ``record.episode_seconds`` inside the scenario's span (``record.windows``;
+default: one at the scenario's begin), named in the log and in the stores' metadata. Each episode
+runs a route file of phase 2's training pool (the same traffic the policy trains on:
+``tj_hybrid.traffic``). Train and held-out episodes use disjoint SUMO seeds. A dataset made with
+other settings than the current config (at an explicit ``phase1.data.path``) is refused in one
+line naming that key, never silently reused; a reused one is verified against its manifest's
+checksums first (each file hashed once, then only when its size or mtime changes), and a corrupt
+one is recorded again, with a warning naming the file.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +29,18 @@ import numpy as np
 from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
+from tj_hybrid.data_paths import phase1_data_dir, scenario_data_dir
+from tj_hybrid.traffic import (
+    build_traffic,
+    demand_source,
+    episode_windows,
+    scenario_span,
+    split_windows,
+)
 from tj_rl.env import Scenario
 from tj_rl.recording import record_dataset, snapshot_schema
 
-__all__ = ["DatasetInfo", "ensure_dataset", "record_scenario", "split_store"]
+__all__ = ["DatasetInfo", "dataset_dir", "ensure_dataset", "record_scenario", "split_store"]
 
 log = logging.getLogger(__name__)
 HOLDOUT_SEED_OFFSET = 100_000
@@ -56,7 +68,7 @@ def _fingerprint(cfg: HybridConfig) -> str:
         src = {"json_source": str(data.json_source), "holdout": data.holdout_fraction}
     else:
         r = cfg.phase1.record
-        env = {k: v for k, v in asdict(cfg.scenario.env).items() if k not in ("temp_dir", "metrics")}
+        env = {k: v for k, v in asdict(cfg.scenario.env).items() if k not in ("temp_dir", "metrics", "gui", "gui_delay_ms")}
         src = {
             "scenario": str(cfg.scenario.path),
             "episode_seconds": r.episode_seconds,
@@ -65,10 +77,18 @@ def _fingerprint(cfg: HybridConfig) -> str:
             "policy": [r.policy, dict(sorted(r.policy_kwargs.items()))],
             "env": env,
             "seed": cfg.run.seed,
+            # the source of the traffic it records: phase 2's pool, whose size and levels may
+            # change without making the recording stale
+            "demand": demand_source(cfg, scenario_span(cfg)),
         }
     src["backend"] = data.backend
     blob = json.dumps(src, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def dataset_dir(cfg: HybridConfig) -> Path:
+    """The dataset's folder: ``phase1.data.path``, or the scenario's one for these settings."""
+    return phase1_data_dir(cfg, _fingerprint(cfg))
 
 
 def _open(path: Path) -> GraphStore | None:
@@ -107,7 +127,18 @@ def record_scenario(cfg: HybridConfig) -> Scenario:
     """The configured scenario cut to the recording's episode windows (``ScenarioError`` for a
     time or a window outside the scenario's span)."""
     r = cfg.phase1.record
-    return Scenario.from_sumocfg(cfg.scenario.path).windowed(r.episode_seconds, r.windows)
+    return episode_windows(scenario_span(cfg), r.episode_seconds, r.windows, "phase1.record")
+
+
+def _training_routes(cfg: HybridConfig) -> tuple[str, ...]:
+    """Phase 2's training pool (made here if missing): phase 1 records the same traffic."""
+    p2 = cfg.phase2
+    span = scenario_span(cfg)
+    source = demand_source(cfg, span)
+    train, _ = split_windows(span, episode_windows(span, p2.episode_seconds, p2.windows),
+                             p2.windows, source)  # fmt: skip
+    traffic = build_traffic(cfg, span, train, scenario_data_dir(cfg), source)
+    return tuple(str(f) for f in traffic.pool_files)
 
 
 def _record(cfg: HybridConfig, train: Path, holdout: Path) -> str:
@@ -115,6 +146,7 @@ def _record(cfg: HybridConfig, train: Path, holdout: Path) -> str:
     r = cfg.phase1.record
     scenario = record_scenario(cfg)
     windows = scenario.describe_windows()
+    env = replace(cfg.scenario.env, route_files=_training_routes(cfg))
     base = cfg.run.seed * 1000
     for path, n, offset in (
         (train, r.train_episodes, 0),
@@ -130,7 +162,7 @@ def _record(cfg: HybridConfig, train: Path, holdout: Path) -> str:
             workers=min(r.workers, n),
             seeds=[base + offset + i for i in range(n)],
             policy_kwargs=dict(r.policy_kwargs),
-            env_config=cfg.scenario.env,
+            env_config=env,
             shard_size=cfg.phase1.data.shard_size,
             backend=cfg.phase1.data.backend,
             overwrite=True,
@@ -152,11 +184,11 @@ def _facts(store: GraphStore) -> tuple[int, int]:
 
 
 def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
-    """Reuse the dataset at ``data.path`` if it matches the config, else record/import it."""
+    """Reuse the dataset in its folder if it matches the config, else record/import it."""
     data = cfg.phase1.data
-    root = data.path
-    train_p, hold_p = root / "train", root / "holdout"
     fp = _fingerprint(cfg)
+    root = phase1_data_dir(cfg, fp)  # dataset_dir, the fingerprint kept for the check below
+    train_p, hold_p = root / "train", root / "holdout"
     train, hold = _open(train_p), _open(hold_p)
     recorded = False
     if train is not None and hold is not None:
@@ -165,7 +197,8 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
         if found != fp:
             raise ConfigError(
                 f"the dataset at {root} was made with other settings (fingerprint {found}, config "
-                f"{fp}); delete it, or point phase1.data.path elsewhere (--set phase1.data.path=...)"
+                f"{fp}); delete it, point phase1.data.path elsewhere, or unset it (--set "
+                "phase1.data.path=null: a folder per scenario and recording setting)"
             )
         log.info("using the dataset at %s (%d + %d samples%s)", root, len(train), len(hold),
                  f"; time windows {windows}" if windows else "")  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tj_hybrid.config import ConfigError, HybridConfig
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_scenario, check_writable_dir
 
@@ -14,12 +15,15 @@ class Phase1:
 
     def preflight(self, config: HybridConfig) -> None:
         data = config.phase1.data
-        check_writable_dir(data.path, "phase1.data.path")
         if data.json_source is not None:
             if not data.json_source.is_dir():
                 raise ConfigError(f"phase1.data.json_source {data.json_source}: no such folder")
         else:
             check_scenario(config)
+        if data.path is not None:
+            check_writable_dir(data.path, "phase1.data.path")
+        else:  # the scenario's folder under run.data_root (its key reads the scenario's files)
+            check_writable_dir(scenario_data_dir(config), "run.data_root")
 
     def run(self, context: PhaseContext) -> PhaseResult:
         from tj_hybrid.phase1.run import run_phase1

@@ -17,6 +17,7 @@ import torch
 
 import tj_dist
 from tj_hybrid.config.schema import HybridConfig
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase1.data import ensure_dataset
 from tj_hybrid.phase1.loader import feature_statistics, plan_phase1_loader
 from tj_hybrid.phase1.report import ReportInputs, write_report
@@ -81,7 +82,7 @@ def run_phase1(
     tj_dist.apply_env_defaults(env)
     world = phase1_world(cfg)  # before any work: a batch that does not divide is a config error
     pdir.create()
-    for path in (cfg.phase1.data.path, pdir.root):
+    for path in (scenario_data_dir(cfg), pdir.root):
         tj_dist.check_data_path(path, env)
 
     monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))

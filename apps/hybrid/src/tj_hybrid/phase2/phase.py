@@ -8,6 +8,7 @@ import logging
 import time
 
 from tj_hybrid.config import HybridConfig
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
@@ -22,7 +23,7 @@ class Phase2:
     def preflight(self, config: HybridConfig) -> None:
         check_scenario(config)
         check_controllable_lights(config)  # before Ray starts, naming the file
-        check_writable_dir(config.phase1.data.path.parent, "data directory")
+        check_writable_dir(scenario_data_dir(config), "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
         from tj_hybrid.isolate import run_isolated
@@ -72,7 +73,7 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
     base = context.previous_agent if cfg.phase2.gnn != "random" else None
     t0 = time.perf_counter()
     local = cfg.phase2.ray_address is None
-    setup = prepare_rl(cfg, agent_dir=context.previous_agent, data_dir=cfg.phase1.data.path.parent,
+    setup = prepare_rl(cfg, agent_dir=context.previous_agent, data_dir=scenario_data_dir(cfg),
                        temp_dir=pdir.root / "episodes" if local else None)  # fmt: skip
     ray_cfg = RaySessionConfig(
         address=cfg.phase2.ray_address,

@@ -8,6 +8,7 @@ import logging
 import time
 
 from tj_hybrid.config import ConfigError, HybridConfig
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
@@ -25,7 +26,7 @@ class Phase3:
                               f"phase2.policy={config.phase2.policy!r} exports none")  # fmt: skip
         check_scenario(config)
         check_controllable_lights(config)
-        check_writable_dir(config.phase1.data.path.parent, "data directory")
+        check_writable_dir(scenario_data_dir(config), "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
         from tj_hybrid.evaluation import means

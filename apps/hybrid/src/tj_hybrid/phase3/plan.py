@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tj_hybrid.config import HybridConfig, parse_bytes
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.rl_setup import RLSetup, prepare_rl
 from tj_hybrid.training import World, resolve_world
 
@@ -81,7 +82,7 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
                           f"multiple of {world.nprocs} rank(s)")  # fmt: skip
     total = collector_count(p3.collect.collectors, nprocs=world.nprocs, cpus=cpus, budget=budget)
     per_rank = max(1, total // world.nprocs)
-    setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=cfg.phase1.data.path.parent,
+    setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=scenario_data_dir(cfg),
                        temp_dir=temp_dir)  # fmt: skip
     env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))  # phase 3's costs
     collect = dataclasses.replace(setup, env=env)  # the env every collector builds

@@ -132,9 +132,9 @@ def without_programs(
     files: Sequence[Path], cache_dir: str | Path | None = None, *, keep_one: bool = False
 ) -> tuple[Path, ...]:
     """``files`` (additional files) without the signal programs they would load over a net's own
-    (``<tlLogic>``, ``<WAUT>``): a file holding only programs is dropped, a file mixing them with
-    other elements is replaced by a copy without them in the cache (relative paths inside it then
-    start from the cache). ``keep_one``: when nothing is left, an empty additional file (a
+    (``<tlLogic>``, ``<WAUT>``): a file holding only programs (or one, as its root) is dropped, a
+    file mixing them with other elements is replaced by a copy without them in the cache
+    (relative paths inside it then start from the cache). ``keep_one``: when nothing is left, an empty additional file (a
     ``.sumocfg`` that names additional files needs ``-a`` to name at least one)."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -142,6 +142,8 @@ def without_programs(
     for path in files:
         with open_xml(path) as stream:
             tree = ET.parse(stream)
+        if tree.getroot().tag in _PROGRAM_TAGS:  # SUMO takes a lone <tlLogic> as the root
+            continue
         children = list(tree.getroot())
         programs = [c for c in children if c.tag in _PROGRAM_TAGS]
         if not programs:

@@ -171,7 +171,8 @@ class TraciBackend(SumoBackend):
     name = "traci"
     _labels = itertools.count()  # process-wide counter only feeds unique labels
 
-    def __init__(self, *, connect_retries: int = 200, close_grace: float = 30.0) -> None:
+    def __init__(self, *, connect_retries: int = 200, close_grace: float = 30.0,
+                 gui_delay_ms: float | None = None) -> None:  # fmt: skip
         super().__init__()
         import traci
 
@@ -180,6 +181,14 @@ class TraciBackend(SumoBackend):
         self._label = ""
         self.connect_retries = connect_retries
         self.close_grace = close_grace  # s SUMO may take to flush its outputs after close
+        # sumo-gui instead of sumo: running at once, delay_ms per step, closing at the end
+        self.gui_delay_ms = gui_delay_ms
+
+    def _command(self, args: list[str], port: int) -> list[str]:
+        if self.gui_delay_ms is None:
+            return [sumo_binary("sumo"), *BASE_ARGS, *args, "--remote-port", str(port)]
+        return [sumo_binary("sumo-gui"), *BASE_ARGS, *args, "--start", "true", "--quit-on-end",
+                "true", "--delay", f"{self.gui_delay_ms:g}", "--remote-port", str(port)]  # fmt: skip
 
     @property
     def fatal_errors(self) -> tuple[type[BaseException], ...]:
@@ -196,7 +205,7 @@ class TraciBackend(SumoBackend):
         for _attempt in range(3):  # a port taken between choosing and binding: pick another
             port = self._traci.getFreeSocketPort()
             label = f"tj-rl-{os.getpid()}-{id(self):x}-{next(self._labels)}"
-            cmd = [sumo_binary("sumo"), *BASE_ARGS, *args, "--remote-port", str(port)]
+            cmd = self._command(args, port)
             with open(errlog, "wb") as err:
                 # SIGKILL when this process dies: a trainer killed mid-episode (or a fork still
                 # holding the socket) must not leave SUMO waiting for its client forever
@@ -258,10 +267,12 @@ class TraciBackend(SumoBackend):
             self._reap(proc, grace=self.close_grace if closed else 0.0)
 
 
-def make_backend(name: BackendName) -> SumoBackend:
-    """``"libsumo"`` (default of the env) or ``"traci"``."""
+def make_backend(name: BackendName, *, gui_delay_ms: float | None = None) -> SumoBackend:
+    """``"libsumo"`` (default of the env) or ``"traci"`` (with ``gui_delay_ms``: in sumo-gui)."""
+    if gui_delay_ms is not None and name != "traci":
+        raise ValueError(f"backend {name!r}: sumo-gui runs over traci only")
     if name == "libsumo":
         return LibsumoBackend()
     if name == "traci":
-        return TraciBackend()
+        return TraciBackend(gui_delay_ms=gui_delay_ms)
     raise ValueError(f"backend: {name!r}, expected 'libsumo' or 'traci'")

@@ -38,6 +38,8 @@ class EnvConfig:
     """Configuration of ``TrafficSignalEnv`` (seconds, metres, m/s^2)."""
 
     backend: BackendName = "libsumo"
+    gui: bool = False  # traci only: SUMO in sumo-gui, to watch a policy (closes at the end)
+    gui_delay_ms: float = 100.0  # sumo-gui's wait per simulation step, milliseconds
     delta_time: float = 10.0
     yellow_time: float = 3.0
     all_red_time: float = 2.0
@@ -85,6 +87,10 @@ class EnvConfig:
             raise ValueError(
                 f"EnvConfig.reader: {self.reader!r}, expected 'subscription' or 'native'"
             )
+        if self.gui and self.backend != "traci":
+            raise ValueError(f"EnvConfig.gui: sumo-gui runs over traci; backend={self.backend!r}")
+        if not float(self.gui_delay_ms) >= 0:
+            raise ValueError(f"EnvConfig.gui_delay_ms: {self.gui_delay_ms}, must be >= 0")
         if self.reader == "native" and self.backend != "libsumo":
             raise ValueError(
                 "EnvConfig.reader='native' reads the in-process libsumo simulation; with "

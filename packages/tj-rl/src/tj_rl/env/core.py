@@ -121,7 +121,8 @@ class TrafficSignalCore:
                         if cfg.reader == "native" else None)  # fmt: skip
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
-        self._backend = make_backend(cfg.backend)
+        gui = cfg.gui_delay_ms if cfg.gui else None
+        self._backend = make_backend(cfg.backend, gui_delay_ms=gui)
         self._episode = -1
         self._t = scenario.begin
         self._end = scenario.end
@@ -142,7 +143,7 @@ class TrafficSignalCore:
         return self.action_spaces[agent_id]
 
     def render(self) -> None:
-        """No rendering (use sumo-gui on the scenario's ``.sumocfg`` to watch it)."""
+        """No rendering here: ``EnvConfig(backend="traci", gui=True)`` runs SUMO in sumo-gui."""
 
     @property
     def sim_time(self) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import math
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ def clock(seconds: float) -> str:
     return humanReadableTime(seconds)
 
 
+# SUMO's synonyms for the options a scenario reads (``<net value=...>`` in older configs)
+_SYNONYMS = {"net": "net-file", "n": "net-file", "routes": "route-files", "r": "route-files",
+             "additional": "additional-files", "a": "additional-files", "b": "begin", "e": "end"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TimeWindow:
     """One episode's time: ``[start, start + seconds)`` in scenario seconds (``start`` may be
@@ -84,7 +90,7 @@ _ROOTS: dict[str, tuple[str, ...] | None] = {
     "net": ("net",),
     "route": ("routes", "additional"),
     "additional": None,  # SUMO reads any root here (<additional>, <tlLogics>, <routes>, ...)
-    "sumocfg": ("configuration", "sumoConfiguration"),
+    "sumocfg": ("configuration", "sumoConfiguration", "c"),  # <c>: SUMO's older examples
 }
 
 
@@ -220,10 +226,9 @@ class Scenario:
         except ET.ParseError as exc:  # pragma: no cover - caught by _check_xml's start parse mostly
             raise ScenarioError(f"sumocfg file {path}: malformed XML ({exc})") from exc
         values: dict[str, str] = {}
-        for section in root:
-            for opt in section:
-                if "value" in opt.attrib:
-                    values[opt.tag] = opt.attrib["value"]
+        for opt in root.iter():  # options in sections (<input>...) or, in old files, at the top
+            if opt is not root and "value" in opt.attrib:
+                values[_SYNONYMS.get(opt.tag, opt.tag)] = opt.attrib["value"]
         base = path.parent
         if "net-file" not in values:
             raise ScenarioError(f"sumocfg file {path}: no <net-file> in <input>")
@@ -232,7 +237,7 @@ class Scenario:
             "route_files": _split_files(values.get("route-files", ""), base),
             "additional_files": _split_files(values.get("additional-files", ""), base),
             "sumocfg": path,
-            "name": path.name.removesuffix(".sumocfg"),
+            "name": re.sub(r"(\.sumo)?\.(sumo)?cfg$", "", path.name),
         }
         for option, key in (("begin", "begin"), ("end", "end"), ("step-length", "step_length")):
             if option in values:

@@ -6,6 +6,11 @@ Each (time window, route file, SUMO seed) episode is run once per policy with on
 (metrics on), and the table gives, per policy, mean, std, min and max over those episodes. Every
 row names its window (a scenario with ``windows`` is evaluated in each of them), and the table
 keeps how each policy decides (``labels``, ``legend``).
+
+A row is a function of (policy, window, route file, SUMO seed, env settings) only, never of the
+episodes before it: policies of one scenario share an env, so nothing of the env's own
+per-episode draws may apply. The config's ``route_files`` (a training pool, one file drawn per
+episode by the env's episode count) are dropped: each episode runs the route file its row names.
 """
 
 from __future__ import annotations
@@ -109,8 +114,9 @@ def evaluate_heldout(
     mapping. A baseline given by name is made afresh for every episode (its result does not
     depend on the order); an object is reset at each episode's start. A policy with its own
     scenario (``scenario_for``: e.g. ``sumo-actuated``'s net) runs in an env built on it; its
-    scenario is made before any SUMO run. ``training_seeds``: the SUMO seeds used in training; an
-    overlap with ``seeds`` is an error."""
+    scenario is made before any SUMO run. ``config``: the env settings (e.g. training's); its
+    ``route_files`` do not apply, every episode runs its own route file. ``training_seeds``: the
+    SUMO seeds used in training; an overlap with ``seeds`` is an error."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -125,7 +131,7 @@ def evaluate_heldout(
     cfg = config if config is not None else EnvConfig()
     if cfg.metrics is False:
         raise ValueError("evaluate_heldout needs EnvConfig(metrics=True or None): SUMO's outputs")
-    cfg = replace(cfg, metrics=True)
+    cfg = replace(cfg, metrics=True, route_files=())  # the traffic is ``files``, not a pool draw
     made = {k: make_policy(p) if isinstance(p, str) else p for k, p in named.items()}
     own = {k: policy_scenario(p, scenario) for k, p in made.items()}  # nets converted here
     table = HeldOutTable(name=name or "held-out", policies=tuple(named),

@@ -1,5 +1,6 @@
-"""The traffic room: demand pools (route files generated once and cached) and the disjoint
-training / held-out sets evaluation draws from.
+"""The traffic room: demand pools (route files generated once and cached: randomTrips, or
+variations of a scenario's own demand) and the disjoint training / held-out sets evaluation
+draws from.
 """
 
 # Names load on first use (PEP 562 via lazy_loader): importing the room imports none of its
@@ -9,7 +10,8 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
-        "demand": ["DemandPool", "DemandSet", "DemandSpec", "generate_demand"],
-        "routes": ["Departure", "pick_index", "pick_route", "read_departures"],
+        "demand": ["DemandPool", "DemandSet", "DemandSpec", "RoutePool", "generate_demand"],
+        "routes": ["Departure", "is_complete", "pick_index", "pick_route", "read_departures"],
+        "variations": ["ORIGINAL", "Variation", "VariationPool", "write_variation"],
     },
 )

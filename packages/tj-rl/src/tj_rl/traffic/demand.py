@@ -26,12 +26,13 @@ from tj_monitor import AtomicPath
 from tj_rl.env.errors import ScenarioError
 from tj_rl.env.runtime import SUMO_VERSION, child_env, tool_command
 from tj_rl.env.scenario import Scenario
-from tj_rl.traffic.routes import pick_route, read_departures
+from tj_rl.traffic.routes import is_complete, pick_route, read_departures
 
 __all__ = [
     "DemandPool",
     "DemandSet",
     "DemandSpec",
+    "RoutePool",
     "Runner",
     "generate_demand",
     "run_command",
@@ -208,22 +209,60 @@ def generate_demand(
 
 @dataclass(frozen=True, kw_only=True)
 class DemandSet:
-    """Named route files (``files[i]`` generated from ``specs[i // len(seeds)]`` and a seed)."""
+    """Named route files: randomTrips ones (``files[i]`` from ``specs[i // len(seeds)]`` and a
+    seed) or variations of a scenario's own demand (``files[i]`` from ``variations[i]``)."""
 
     name: str
-    specs: tuple[DemandSpec, ...]
     files: tuple[Path, ...]
+    specs: tuple[DemandSpec, ...] = ()
+    variations: tuple = ()  # tj_rl.traffic.variations.Variation, one per file
+
+    def __post_init__(self) -> None:
+        if bool(self.specs) == bool(self.variations):
+            raise ValueError(f"DemandSet {self.name}: give specs or variations, exactly one")
 
     @property
     def seeds(self) -> tuple[int, ...]:
+        if self.variations:
+            return tuple(dict.fromkeys(v.seed for v in self.variations if not v.own))
         return self.specs[0].seeds
 
     @property
     def loads(self) -> tuple[float, ...]:
+        """Mean rates of randomTrips sets, veh/h (empty for variations: see ``describe``)."""
         return tuple(s.load for s in self.specs)
 
+    def describe(self) -> str:
+        """What the traffic is, in words (for a table's legend)."""
+        if self.variations:
+            return "; ".join(v.describe() for v in self.variations)
+        loads = ", ".join(f"{x:.0f}" for x in self.loads)
+        return f"randomTrips, route seeds {list(self.seeds)} at {loads} veh/h"
 
-class DemandPool:
+
+class RoutePool:
+    """What every pool of training route files offers: its ``files`` (built on first use) and,
+    per episode, the file it runs (reproducibly)."""
+
+    _files: tuple[Path, ...] | None = None
+
+    def build(self) -> tuple[Path, ...]:
+        raise NotImplementedError
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return self._files if self._files is not None else self.build()
+
+    def route_for(self, episode: int, seed: int = 0) -> Path:
+        """The route file of training ``episode`` for a stream ``seed``: ``pick_route``."""
+        return pick_route(self.files, episode, seed)
+
+    def scenario_for(self, scenario: Scenario, episode: int, seed: int = 0) -> Scenario:
+        """``scenario`` with the traffic of ``route_for(episode, seed)``."""
+        return scenario.with_routes(self.route_for(episode, seed))
+
+
+class DemandPool(RoutePool):
     """Route files for training: every route seed of ``base`` at every rate level, cached.
 
     Files live in ``directory/net-<sha256 of the net>/`` and are named by seed, mean rate, time
@@ -286,11 +325,8 @@ class DemandPool:
     @property
     def net_sha256(self) -> str:
         if self._sha is None:
-            h = hashlib.sha256()
             with open(self.net, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            self._sha = h.hexdigest()
+                self._sha = hashlib.file_digest(f, "sha256").hexdigest()
         return self._sha
 
     def path_for(self, spec: DemandSpec, seed: int) -> Path:
@@ -302,13 +338,7 @@ class DemandPool:
 
     def _ensure(self, spec: DemandSpec, seed: int) -> Path:
         path = self.path_for(spec, seed)
-        if path.is_file():
-            try:
-                if read_departures(path):
-                    return path
-            except ValueError:
-                pass  # truncated or damaged: regenerate below
-        return _generate_one(self.net, spec, seed, path, self.runner)
+        return path if is_complete(path) else _generate_one(self.net, spec, seed, path, self.runner)
 
     def _build(self, specs: Sequence[DemandSpec]) -> tuple[Path, ...]:
         return tuple(self._ensure(spec, seed) for spec in specs for seed in spec.seeds)
@@ -317,18 +347,6 @@ class DemandPool:
         """Generate the missing (or damaged) files; all files, rate level major, seed minor."""
         self._files = self._build(self.specs)
         return self._files
-
-    @property
-    def files(self) -> tuple[Path, ...]:
-        return self._files if self._files is not None else self.build()
-
-    def route_for(self, episode: int, seed: int = 0) -> Path:
-        """The route file of training ``episode`` for a stream ``seed``: ``pick_route``."""
-        return pick_route(self.files, episode, seed)
-
-    def scenario_for(self, scenario: Scenario, episode: int, seed: int = 0) -> Scenario:
-        """``scenario`` with the traffic of ``route_for(episode, seed)``."""
-        return scenario.with_routes(self.route_for(episode, seed))
 
     def held_out(
         self,

@@ -15,7 +15,7 @@ from sumolib.miscutils import SPECIAL_TIME_STRINGS
 from tj_rl.env.errors import ScenarioError
 from tj_rl.env.scenario import open_xml, parse_time
 
-__all__ = ["Departure", "pick_index", "pick_route", "read_departures"]
+__all__ = ["Departure", "is_complete", "pick_index", "pick_route", "read_departures"]
 
 _VEHICLE_TAGS = frozenset({"vehicle", "trip", "flow"})
 
@@ -67,6 +67,15 @@ def read_departures(path: str | Path) -> list[Departure]:
     except (expat.ExpatError, OSError, EOFError) as exc:
         raise ValueError(f"route file {path}: incomplete or malformed ({exc})") from exc
     return [Departure(*r) for r in rows]
+
+
+def is_complete(path: str | Path) -> bool:
+    """Whether ``path`` is a complete route file with vehicles (a cached pool file worth
+    reusing; a truncated or damaged one is made again)."""
+    try:
+        return Path(path).is_file() and bool(read_departures(path))
+    except ValueError:
+        return False
 
 
 def pick_index(n: int, episode: int, seed: int | Sequence[int] = 0) -> int:

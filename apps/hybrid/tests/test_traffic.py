@@ -1,0 +1,87 @@
+"""The trainer's traffic: which demand trains (``phase2.demand.source``), where held-out episodes
+run (time never trained on when the span has it), and the bad inputs the preflight refuses in
+one line with exit 2 before anything starts (real SUMO files, real duarouter)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tj_hybrid.config import load_config
+from tj_hybrid.traffic import build_traffic, demand_source, episode_windows, split_windows
+from tj_rl.env import Scenario, ScenarioError
+
+REPO = Path(__file__).resolve().parents[3]
+DEFAULT = REPO / "configs/scenarios/default/default.sumocfg"  # 0-1800 s, randomTrips demand
+
+
+def _config(*overrides: str):
+    return load_config(profile="smoke", overrides=list(overrides)).config
+
+
+@pytest.fixture
+def no_vehicles(tmp_path: Path) -> Path:
+    """The default net with a route file that holds only a vehicle type."""
+    for f in DEFAULT.parent.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "default.rou.xml").write_text('<routes><vType id="car"/></routes>')
+    return tmp_path / "default.sumocfg"
+
+
+def test_auto_source_is_the_scenarios_own_demand_when_it_has_vehicles(no_vehicles: Path) -> None:
+    span = Scenario.from_sumocfg(DEFAULT)
+    assert demand_source(_config(), span) == "scenario"
+    assert demand_source(_config("phase2.demand.source=random"), span) == "random"
+    empty = Scenario.from_sumocfg(no_vehicles)
+    assert demand_source(_config(), empty) == "random"
+    with pytest.raises(ScenarioError, match="hold no vehicle departing in its span"):
+        demand_source(_config("phase2.demand.source=scenario"), empty)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "windows", "train", "held"),
+    [
+        (900.0, None, [(0.0, 900.0)], (900.0, 1800.0)),  # the next window of the span
+        (600.0, "auto", [(0.0, 600.0), (600.0, 1200.0)], (1200.0, 1800.0)),  # the last auto one
+        (1800.0, None, [(0.0, 1800.0)], (0.0, 1800.0)),  # no time left: the training window
+    ],
+)
+def test_held_out_runs_in_time_never_trained_on(seconds: float, windows: object,
+                                                 train: list, held: tuple) -> None:  # fmt: skip
+    span = Scenario.from_sumocfg(DEFAULT)
+    kept, out = split_windows(span, episode_windows(span, seconds, windows), windows, "scenario")
+    assert [(sc.begin, sc.end) for sc in kept.each_window()] == train
+    assert (out.begin, out.end, out.windows) == (*held, ())
+    same = episode_windows(span, seconds, windows)
+    assert split_windows(span, same, windows, "random") == (same, same)  # randomTrips: as before
+
+
+def test_build_traffic_from_the_scenario_and_from_random_trips(tmp_path: Path) -> None:
+    span = Scenario.from_sumocfg(DEFAULT)
+    train = episode_windows(span, 900.0, None)
+    cfg = _config("phase2.demand.train_seeds=2", "phase2.demand.scales=[1.0]",
+                  "phase2.demand.heldout_seeds=[9]")  # fmt: skip
+    own = build_traffic(cfg, span, train, tmp_path, "scenario")
+    assert own.source == "scenario" and len(own.pool_files) == 2
+    assert own.held_out.describe().startswith("the scenario's own demand; seed 9")
+    assert all(p.parent.name.startswith("own-") for p in own.pool_files)
+    rnd = build_traffic(_config("phase2.demand.train_seeds=1", "phase2.demand.rates=[600]"),
+                        span, train, tmp_path, "random")  # fmt: skip
+    assert rnd.source == "random" and len(rnd.pool_files) == 1
+    assert rnd.held_out.describe().startswith("randomTrips, route seeds [10001, 10002]")
+
+
+def test_cli_refuses_bad_demand_in_one_line(refused: Callable[..., str], no_vehicles: Path,
+                                            tmp_path: Path) -> None:  # fmt: skip
+    line = refused(f"scenario.path={no_vehicles}", "phase2.demand.source=scenario")
+    assert "phase2.demand: phase2.demand.source is scenario, but default's route files hold no " \
+        "vehicle departing in its span" in line  # fmt: skip
+    bad = no_vehicles.parent / "default.rou.xml"
+    bad.write_text('<routes><vehicle id="v" depart="1"><route edges="nowhere"/></vehicle>'
+                   "</routes>")  # fmt: skip
+    line = refused(f"scenario.path={no_vehicles}")
+    assert line.startswith("tj-hybrid: phase2.demand: Scenario default: its demand does not "
+                           "route on its net: Error:") and "nowhere" in line  # fmt: skip
