@@ -26,6 +26,7 @@ from tj_hybrid.results import (
     read_phase1_summary,
     read_result,
 )
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.rl_setup import RLSetup, build_ppo, prepare_rl
 from tj_hybrid.run_dir import PhaseDir, RunDir
 
@@ -56,5 +57,6 @@ __all__ = [
     "read_metrics",
     "read_phase1_summary",
     "read_result",
+    "scenario_data_dir",
     "select_phases",
 ]

@@ -72,12 +72,12 @@ def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, 
     import torch
 
     from tj_dist.ray_session import RaySession, RaySessionConfig
-    from tj_hybrid import build_ppo, load_config, prepare_rl
+    from tj_hybrid import build_ppo, load_config, prepare_rl, scenario_data_dir
     from tj_rl.rllib.module import SHARED_POLICY
 
     torch.set_num_threads(1)  # one env runner = one core, as in training
     cfg = load_config(profile=profile, overrides=[*overrides, "phase2.env_runners=0"]).config
-    setup = prepare_rl(cfg, agent_dir=agent, data_dir=cfg.phase1.data.path.parent,
+    setup = prepare_rl(cfg, agent_dir=agent, data_dir=scenario_data_dir(cfg),
                        temp_dir=work / "episodes")  # fmt: skip
     rows = []
     with RaySession(RaySessionConfig(num_cpus=1, budget=4 * 2**30, temp_dir=work / "ray")):
