@@ -11,6 +11,7 @@ light: no torch, no Ray, no phase; each phase's module is imported when it runs.
 from importlib import metadata as _metadata
 
 from tj_hybrid.config import HybridConfig, LoadedConfig, auto_profile, load_config
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase_api import PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec, select_phases
 from tj_hybrid.results import (
@@ -26,7 +27,6 @@ from tj_hybrid.results import (
     read_phase1_summary,
     read_result,
 )
-from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.rl_setup import RLSetup, build_ppo, prepare_rl
 from tj_hybrid.run_dir import PhaseDir, RunDir
 
