@@ -57,12 +57,14 @@ def test_phase_all_then_resume_repeats_nothing(
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
         assert set(evaluation[label]["summary"]) == {"phase2", *BASELINES}
-        assert all(r["window"] == [0.0, 300.0] for r in evaluation[label]["rows"])
+        # trained on [0, 300) s of the scenario's own demand, varied: held out in the next window
+        assert all(r["window"] == [300.0, 600.0] for r in evaluation[label]["rows"])
     report = (pdir / "report.md").read_text()
     assert "Held-out traffic" in report and "| phase2 |" in report
     assert "| sumo-actuated |" in report and "| scenario-program |" in report
     assert "- `sumo-actuated`: SUMO's gap-based actuated control" in report  # how it was built
-    assert "Time windows: [0, 300) s (00:00:00-00:05:00)." in report
+    assert "Time windows: [300, 600) s (00:05:00-00:10:00)." in report
+    assert "Traffic: the scenario's own demand; seed 101" in report  # what it was
     result = json.loads((pdir / "result.json").read_text())
     assert result["agent"] == str(pdir / "agent")
     assert not _ray_processes(tmp_path / "runs"), "Ray processes left behind"
