@@ -20,7 +20,8 @@ from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tj_data import GraphStore
-from tj_hybrid import read_phase1_summary
+from tj_hybrid import load_config, read_phase1_summary
+from tj_hybrid.rl_setup import scenario_widths
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +49,11 @@ def test_phase1_runs_end_to_end(
         "ckpt-000000040.pt",
     ]  # keep_checkpoints=2 of 10, 20, 30, 40
     assert (pdir / "agent" / "model.safetensors").is_file()
+    # the agent embeds every lane row of the scenario's widest light, whether or not the
+    # recording's traffic used them all (else phase 2's baselines see more rows than the policy)
+    gnn = json.loads((pdir / "agent" / "config.json").read_text())["config"]["gnn"]
+    cfg = load_config(profile="smoke").config
+    assert gnn["num_movements"] == scenario_widths(cfg)[1] == 20
     summary = json.loads((pdir / "summary.json").read_text())
     ev = summary["eval"]
     assert ev["vehicles"] > 100 and 0 < ev["cv_mae"] < 50 and 0 < ev["model_mae"] < 50

@@ -41,6 +41,7 @@ __all__ = [
     "env_runner_count",
     "episode_scenario",
     "prepare_rl",
+    "scenario_widths",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,23 @@ def _agent_lanes(agent_dir: Path | None) -> int | None:
     import json
 
     return int(json.loads((agent_dir / "config.json").read_text())["config"]["gnn"]["num_movements"])
+
+
+def scenario_widths(cfg: HybridConfig) -> tuple[int, int]:
+    """(green phases, movement rows) of the scenario's widest light: what an agent must score and
+    embed to control every light of it (read from the net; SUMO does not start)."""
+    from tj_rl.control.fit import check_spaces
+    from tj_rl.env import TrafficSignalCore
+
+    env = dataclasses.replace(cfg.scenario.env, pad_to_scenario=True, max_lanes=None,
+                              max_phases=None, metrics=False)  # fmt: skip
+    core = TrafficSignalCore(env, scenario=episode_scenario(cfg))
+    try:
+        light = core.possible_agents[0]
+        return check_spaces(core.observation_spaces[light], core.action_spaces[light],
+                            f"scenario {cfg.scenario.path}")  # fmt: skip
+    finally:
+        core.close()
 
 
 def episode_scenario(cfg: HybridConfig) -> Scenario:

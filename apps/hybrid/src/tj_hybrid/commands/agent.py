@@ -6,7 +6,6 @@ lane rows would be dropped, its actions cut), so that is refused in one line, no
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,20 +45,10 @@ def _load(path: Path | None, command: str) -> tuple[Path, TrafficAgent]:
 def _check_fit(cfg: HybridConfig, agent: TrafficAgent, path: Path) -> None:
     """The scenario's widest light (padded to the scenario itself, so nothing is cut) fits the
     agent's lane rows and green-phase slots."""
-    from tj_hybrid.rl_setup import episode_scenario
-    from tj_rl.control.fit import check_spaces
-    from tj_rl.env import TrafficSignalCore
+    from tj_hybrid.rl_setup import episode_scenario, scenario_widths
 
-    env = dataclasses.replace(cfg.scenario.env, pad_to_scenario=True, max_lanes=None,
-                              max_phases=None, metrics=False)  # fmt: skip
+    greens, lanes = scenario_widths(cfg)
     scenario = episode_scenario(cfg)
-    core = TrafficSignalCore(env, scenario=scenario)  # reads the net; SUMO does not start
-    try:
-        light = core.possible_agents[0]
-        greens, lanes = check_spaces(core.observation_spaces[light], core.action_spaces[light],
-                                     f"--agent {path}")  # fmt: skip
-    finally:
-        core.close()
     embeds, slots = agent.gnn.config.num_movements, agent.config.max_actions
     if lanes > embeds or greens > slots:
         raise AgentError(

@@ -30,6 +30,7 @@ from tj_data import GraphStore, GraphStoreWriter, StoreError, import_json_chunks
 from tj_hybrid.config.layering import ConfigError
 from tj_hybrid.config.schema import HybridConfig
 from tj_hybrid.data_paths import phase1_data_dir, scenario_data_dir
+from tj_hybrid.rl_setup import scenario_widths
 from tj_hybrid.traffic import (
     build_traffic,
     demand_source,
@@ -221,6 +222,9 @@ def ensure_dataset(cfg: HybridConfig) -> DatasetInfo:
         train, hold = GraphStore.open(train_p), GraphStore.open(hold_p)
         recorded = True
     movements, actions = _facts(train)
+    if data.json_source is None:  # a recording need not use every lane: the net says how many
+        greens, lanes = scenario_widths(cfg)
+        movements, actions = max(movements, lanes), max(actions, greens)
     # recorded stores carry the env config; imported JSON has none: the configured interval applies
     env_meta = train.manifest.metadata.get("env", {})
     dt = float(env_meta.get("delta_time", cfg.scenario.env.delta_time))
