@@ -43,6 +43,11 @@ TINY_PHASE2 = [
     "--set", "phase2.ppo.minibatch=60", "--set", "phase2.ppo.epochs=2",
     "--set", "phase2.demand.train_seeds=2", "--set", "phase2.demand.rates=[600,1200]",
     "--set", "phase2.demand.heldout_seeds=[101]", "--set", "phase2.eval.sumo_seeds=[9]",
+    # the teacher's clone, small: 2 candidates, 2 demonstration episodes + 1 DAgger episode
+    "--set", "phase2.imitation.candidates=[fixed-time,max-occupancy]",
+    "--set", "phase2.imitation.episodes=2", "--set", "phase2.imitation.dagger_episodes=1",
+    "--set", "phase2.imitation.clone.epochs=3", "--set", "phase2.validation.route_seeds=[5001]",
+    "--set", "phase2.validation.sumo_seeds=[80001]",
 ]  # fmt: skip
 
 

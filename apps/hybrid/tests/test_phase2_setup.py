@@ -26,6 +26,12 @@ def test_env_runners_as_asked_else_from_cpus_and_memory() -> None:
     ("phase2.demand.heldout_seeds=[1]", "overlap the training route seeds"),
     ("phase2.policy=transformer", "phase2.policy"),
     ("phase2.env_runners=-1", "env_runners must be >= 0"),
+    ("phase2.validation.route_seeds=[3]", "training or held-out route seeds"),
+    ("phase2.validation.route_seeds=[10001]", "training or held-out route seeds"),
+    ("phase2.validation.sumo_seeds=[90001]", "overlap eval.sumo_seeds"),
+    ("phase2.imitation.teacher=sumo-actuated", "phase2.imitation"),
+    ("phase2.imitation.candidates=[scenario-program]", "act through the env"),
+    ("phase2.imitation.episodes=0", "phase2.imitation"),
 ])  # fmt: skip
 def test_bad_phase2_config_is_refused_with_its_path(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -54,3 +60,18 @@ def test_a_module_trained_without_a_phase1_agent_exports_and_loads(tmp_path) -> 
     agent = TrafficAgent.load(out)
     assert agent.config.gnn == module.gnn.config
     assert agent.config.controller == module.controller.config
+
+
+def test_imitation_outcome_round_trips(tmp_path) -> None:
+    """A resumed phase 2 reads how it started instead of cloning again."""
+    from pathlib import Path
+
+    from tj_hybrid.phase2.imitation import ImitationOutcome
+
+    outcome = ImitationOutcome(agent=tmp_path / "clone", teacher="max-occupancy",
+                               validation={"max-occupancy": (7.5, 9.0), "clone": (7.25, 8.0)},
+                               samples=100, accuracy=0.97, agreement=0.9, lights=2, wall_s=3.0)  # fmt: skip
+    outcome.write(tmp_path / "imitation.json")
+    again = ImitationOutcome.read(tmp_path / "imitation.json")
+    assert again == outcome and isinstance(again.agent, Path)
+    assert "teacher: `max-occupancy`" in outcome.lines()[0] and "97.0%" in outcome.lines()[1]

@@ -54,13 +54,18 @@ def test_phase_all_then_resume_repeats_nothing(
     assert sorted(p.name for p in (pdir / "checkpoints").iterdir()) == ["iter-00001", "iter-00002"]
     rows = [json.loads(x) for x in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and "train/total_loss" in rows[-1]
+    # PPO started from the teacher's clone with the fading KL term; every checkpoint validated
+    assert rows[0]["train/imitation_coeff"] > 0 and "validation/avg_delay" in rows[-1]
+    chosen = json.loads((pdir / "validation" / "validation.json").read_text())
+    assert [i for i, _ in chosen["history"]] == [1, 2] and chosen["best"][0] in (1, 2)
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
-        assert set(evaluation[label]["summary"]) == {"phase2", *BASELINES}
+        assert set(evaluation[label]["summary"]) == {"phase2", "clone", *BASELINES}
         # trained on [0, 300) s of the scenario's own demand, varied: held out in the next window
         assert all(r["window"] == [300.0, 600.0] for r in evaluation[label]["rows"])
     report = (pdir / "report.md").read_text()
-    assert "Held-out traffic" in report and "| phase2 |" in report
+    assert "Held-out traffic" in report and "| phase2 |" in report and "| clone |" in report
+    assert "- teacher: `" in report and "best at iteration" in report
     assert "| sumo-actuated |" in report and "| scenario-program |" in report
     assert "- `sumo-actuated`: SUMO's gap-based actuated control" in report  # how it was built
     assert "Time windows: [300, 600) s (00:05:00-00:10:00)." in report

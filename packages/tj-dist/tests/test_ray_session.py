@@ -68,6 +68,7 @@ def test_derive_caps_and_config_refuse_bad_values() -> None:
         {"address": ""},
         {"shutdown_timeout_s": -1.0},
         {"temp_dir": ""},
+        {"env_vars": {"PYTHONHASHSEED": 0}},
     ):
         with pytest.raises(ValueError, match="RaySessionConfig"):
             RaySessionConfig(**bad)

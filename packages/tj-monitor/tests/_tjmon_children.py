@@ -59,6 +59,11 @@ def pid_and_sum(values: list[int]) -> tuple[int, int]:
     return os.getpid(), sum(values)
 
 
+def hash_and_seed(text: str) -> tuple[int, str | None]:
+    """This interpreter's hash of ``text`` and its ``PYTHONHASHSEED``."""
+    return hash(text), os.environ.get("PYTHONHASHSEED")
+
+
 def raise_value_error(text: str) -> None:
     raise ValueError(text)
 

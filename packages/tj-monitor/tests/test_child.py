@@ -66,6 +66,17 @@ def test_result_comes_back_from_another_process() -> None:
     assert total == 6 and pid != os.getpid()
 
 
+def test_env_seeds_the_childs_hash_and_leaves_ours_alone() -> None:
+    """``env`` reaches the child before its interpreter starts (``PYTHONHASHSEED`` takes
+    effect: the same seed, the same string hashes) and this process's environment is unchanged."""
+    before = os.environ.get("PYTHONHASHSEED")
+    a = run_in_child(targets.hash_and_seed, "lane-A0", env={"PYTHONHASHSEED": "7"})
+    b = run_in_child(targets.hash_and_seed, "lane-A0", env={"PYTHONHASHSEED": "7"})
+    c = run_in_child(targets.hash_and_seed, "lane-A0", env={"PYTHONHASHSEED": "8"})
+    assert a == b and a[1] == "7" and c[0] != a[0]
+    assert os.environ.get("PYTHONHASHSEED") == before
+
+
 def test_exception_is_reraised_as_itself_with_the_childs_traceback() -> None:
     with pytest.raises(ValueError, match="bad scenario") as info:
         run_in_child(targets.raise_value_error, "bad scenario")

@@ -139,6 +139,11 @@ def test_held_out_sets_in_range_and_heavier(tmp_path: Path, default_sc: Scenario
     assert np.all(h > n) and 1.15 < h.sum() / n.sum() < 1.45  # ~30% more vehicles
     explicit, _ = pool.held_out((7,), rates=(600,))  # the range's ends are inside
     assert explicit.loads == (600.0,)
+    val = pool.validation((5,))  # to choose by: held-out's levels, its own seeds
+    assert val.name == "validation" and val.seeds == (5,) and val.loads == (900.0,)
+    assert not set(val.files) & (set(normal.files) | set(pool.files))
+    with pytest.raises(ValueError, match="training seeds"):
+        pool.validation((1,))
 
 
 def _run_ids(scenario: Scenario) -> tuple[set[str], int]:

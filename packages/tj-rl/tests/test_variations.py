@@ -126,6 +126,11 @@ def test_held_out_is_the_own_demand_and_unseen_seeds(tmp_path: Path, fkk: Scenar
         pool.held_out((2,))
     with pytest.raises(ValueError, match="heavy_factor"):
         pool.held_out((7,), heavy_factor=1.0)
+    val = pool.validation((5,))  # to choose by: unseen seeds, never the own demand unmodified
+    assert val.seeds == (5,) and all(not v.own for v in val.variations)
+    assert not set(val.files) & (set(normal.files) | set(pool.files))
+    with pytest.raises(ValueError, match="training seeds"):
+        pool.validation((1,))
 
 
 def test_a_route_over_a_missing_edge_is_one_clear_error(tmp_path: Path, fkk: Scenario) -> None:

@@ -41,13 +41,17 @@ def _in_child(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         return _Interrupted(exc.signum)
 
 
-def run_isolated(fn: Callable[..., Any], *args: Any, grace_s: float = 60.0) -> Any:
+def run_isolated(fn: Callable[..., Any], *args: Any, grace_s: float = 60.0,
+                 hash_seed: int | None = None) -> Any:  # fmt: skip
     """``fn(*args)`` in a spawned child; its return value (picklable) or its exception.
-    ``fn`` must be importable (a module-level function)."""
+    ``fn`` must be importable (a module-level function). ``hash_seed``: the child's (and so the
+    processes it starts': Ray's raylet and workers) ``PYTHONHASHSEED``, so that a seeded run
+    repeats the order of its sets (e.g. agent ids in RLlib's episodes)."""
     from tj_hybrid.interrupt import RunInterrupted
 
+    env = {"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else None
     result = run_in_child(_in_child, fn, args, name=f"tj-{fn.__name__}", grace_s=grace_s,
-                          stop_signal=signal.SIGINT)  # fmt: skip
+                          stop_signal=signal.SIGINT, env=env)  # fmt: skip
     if isinstance(result, _Interrupted):
         raise RunInterrupted(result.signum)
     return result

@@ -61,6 +61,7 @@ class RLSetup:
     net_cache: Path | None = None  # where nets converted for baselines (sumo-actuated) are kept
     eval_scenario: Scenario | None = None  # held-out windows (None: ``scenario``'s)
     source: str = "random"  # the training demand: "scenario" (its own, varied) or "random"
+    validation: DemandSet | None = None  # to choose by (phase2.validation); None: none built
 
     @property
     def heldout_scenario(self) -> Scenario:
@@ -160,13 +161,16 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     return RLSetup(scenario=scenario, env=env, pool_files=tuple(files),
                    held_out=traffic.held_out, held_out_heavy=traffic.held_out_heavy,
                    env_runners=runners, max_lanes=lanes or 0, net_cache=data_dir / "nets",
-                   eval_scenario=held_scenario,
-                   source=traffic.source)  # fmt: skip
+                   eval_scenario=held_scenario, source=traffic.source,
+                   validation=traffic.validation)  # fmt: skip
 
 
-def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:
+def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None, *,
+              clone: Path | None = None, lights: int = 1) -> Any:  # fmt: skip
     """RLlib's PPOConfig from the ``phase2`` section on ``setup``'s env, as phase 2 trains it
-    (imports Ray; ``agent_dir``: the phase-1 agent whose GNN the module starts from)."""
+    (imports Ray; ``agent_dir``: the phase-1 agent whose GNN the module starts from; ``clone``:
+    a behaviour-cloned agent (``phase2.imitation``) whose GNN and controller it starts from,
+    with the fading KL term to it; ``lights``: the scenario's, to count the fade in env steps)."""
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig
 
@@ -182,10 +186,12 @@ def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:
 
     p2, ppo = cfg.phase2, cfg.phase2.ppo
     fresh = p2.gnn == "random" or agent_dir is None
+    start = str(clone) if clone is not None else None if fresh else str(agent_dir)
     module = GraphModuleConfig(
         preset=cfg.model.preset,
         gnn="finetune" if p2.gnn == "finetune" else "frozen",
-        agent_dir=None if fresh else str(agent_dir),
+        agent_dir=start,
+        load_controller=clone is not None,
     )
     spec = lane_mlp_spec() if p2.policy == "lane-mlp" else shared_module_spec(module)
     config = PPOConfig().environment(TrafficSignalEnv, env_config=setup.env_config())
@@ -214,6 +220,13 @@ def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None) -> Any:
         train_batch_size_per_learner=ppo.train_batch,
         grad_clip=ppo.grad_clip,
     )
+    im = p2.imitation
+    if clone is not None and im.coeff > 0 and im.decay_iterations > 0:
+        from tj_rl.rllib import imitation_learner
+
+        fade = im.decay_iterations * ppo.train_batch // max(lights, 1)  # env steps (all lights)
+        config = imitation_learner(config, agent_dir=str(clone), coeff=im.coeff,
+                                   decay_env_steps=fade)  # fmt: skip
     config = config.fault_tolerance(
         restart_failed_env_runners=True, delay_between_env_runner_restarts_s=1.0
     )

@@ -38,6 +38,7 @@ class Traffic:
     pool_files: tuple[Path, ...]
     held_out: DemandSet
     held_out_heavy: DemandSet
+    validation: DemandSet  # to choose by (teacher, checkpoint); never trained or reported on
 
 
 def scenario_span(cfg: HybridConfig) -> Scenario:
@@ -131,6 +132,7 @@ def build_traffic(cfg: HybridConfig, span: Scenario, train: Scenario, data_dir: 
                              jitter=d.jitter)  # fmt: skip
         files = pool.build()
         held, heavy = pool.held_out(d.heldout_seeds, heavy_factor=d.heavy_factor)
+        validation = pool.validation(cfg.phase2.validation.route_seeds)
         log.info("training traffic: %d variations of %s's own demand (scales %s, jitter +-%g s; "
                  "phase2.demand.source=%s)", len(files), span.name, d.scales, d.jitter,
                  d.source)  # fmt: skip
@@ -139,6 +141,8 @@ def build_traffic(cfg: HybridConfig, span: Scenario, train: Scenario, data_dir: 
                                         rates=tuple(d.rates))  # fmt: skip
         files = rpool.build()
         held, heavy = rpool.held_out(d.heldout_seeds, heavy_factor=d.heavy_factor)
+        validation = rpool.validation(cfg.phase2.validation.route_seeds)
         log.info("training traffic: %d randomTrips route files (%s veh/h; "
                  "phase2.demand.source=%s)", len(files), d.rates, d.source)  # fmt: skip
-    return Traffic(source=source, pool_files=tuple(files), held_out=held, held_out_heavy=heavy)
+    return Traffic(source=source, pool_files=tuple(files), held_out=held, held_out_heavy=heavy,
+                   validation=validation)

@@ -101,7 +101,9 @@ class RaySessionConfig:
     killing them. ``log_to_driver``: echo workers' output here (their logs are always in the
     session dir). ``uv_runtime_env``: Ray's hook that, under ``uv run``, starts every worker through
     ``uv run`` in a packaged copy of the working dir (slow; the workers here share this venv).
-    The caps, CPUs, GPUs and temp dir are the cluster's own when attaching: they must stay None.
+    ``env_vars``: environment variables of this job's workers on a cluster (Ray's
+    ``runtime_env``; e.g. ``PYTHONHASHSEED`` for a repeatable run); a local Ray's workers inherit
+    this process's environment instead. The caps, CPUs, GPUs and temp dir are the cluster's own when attaching: they must stay None.
     """
 
     address: str | None = None
@@ -116,8 +118,13 @@ class RaySessionConfig:
     log_to_driver: bool = False
     shutdown_timeout_s: float = 20.0
     uv_runtime_env: bool = False
+    env_vars: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
+        if self.env_vars is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.env_vars.items()
+        ):
+            raise ValueError(f"RaySessionConfig.env_vars: {self.env_vars!r}, expected str -> str")
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
             raise ValueError(f"RaySessionConfig.address: {self.address!r}, expected 'host:port'")
         for name, minimum in _INT_MINIMUMS.items():
@@ -333,6 +340,8 @@ class RaySession:
         cfg = self.config
         saved = ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = cfg.uv_runtime_env and saved
+        if cfg.env_vars and cfg.address is not None:
+            kwargs["runtime_env"] = {"env_vars": dict(cfg.env_vars)}
         try:
             return ray.init(
                 include_dashboard=cfg.include_dashboard,

@@ -17,6 +17,7 @@ always reaped: no zombie is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -24,7 +25,7 @@ import pickle
 import signal
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -145,6 +146,22 @@ def _await(proc: Any, conn: Connection, timeout_s: float | None) -> ChildOutcome
     return None
 
 
+@contextlib.contextmanager
+def _environment(extra: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``extra`` while a child is spawned (it copies the environment at
+    start), then as it was."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update({k: str(v) for k, v in extra.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_in_child(
     fn: Callable[..., Any],
     *args: Any,
@@ -154,6 +171,7 @@ def run_in_child(
     stop_signal: int = signal.SIGTERM,
     death_signal: int = signal.SIGTERM,
     exit_grace_s: float = 30.0,
+    env: Mapping[str, str] | None = None,
 ) -> Any:
     """``fn(*args)`` in a spawned child: its return value, or its exception re-raised here.
 
@@ -162,7 +180,10 @@ def run_in_child(
     the wait here is interrupted (an exception: Ctrl-C, a signal handler's, the timeout) the
     child's tree gets ``stop_signal`` and ``grace_s`` to exit, then SIGKILL. ``death_signal``:
     what the child gets when this process dies. A child still running ``exit_grace_s`` after
-    sending its outcome (a stuck thread, a hung teardown) is stopped the same way.
+    sending its outcome (a stuck thread, a hung teardown) is stopped the same way. ``env``:
+    variables the child starts with on top of this process's (e.g. ``PYTHONHASHSEED``, which
+    must be set before an interpreter starts: a seeded run repeats its set and dict orders);
+    this process's own environment is left as it was.
     """
     label = name or getattr(fn, "__name__", "child")
     ctx = mp.get_context("spawn")
@@ -170,7 +191,8 @@ def run_in_child(
     proc = ctx.Process(target=_child_main, name=label,
                        args=(writer, os.getpid(), death_signal, fn, args))  # fmt: skip
     try:
-        proc.start()
+        with _environment(env or {}):
+            proc.start()
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         reader.close()
         raise TypeError(f"run_in_child: {label} and its arguments must pickle (a module-level "

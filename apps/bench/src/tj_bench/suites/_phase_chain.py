@@ -26,9 +26,11 @@ __all__ = [
     "run_phase3",
 ]
 
-# phase-2 policy variants: the product, the GNN ablation, and the graph-free baseline
+# phase-2 policy variants: the product (PPO from the teacher's clone), PPO alone (the imitation
+# ablation), the GNN ablation, and the graph-free baseline
 VARIANTS: dict[str, tuple[str, ...]] = {
     "graph": (),
+    "ppo-alone": ("phase2.imitation.teacher=none",),
     "gnn-random": ("phase2.gnn=random",),
     "gnn-finetune": ("phase2.gnn=finetune",),
     "lane-mlp": ("phase2.policy=lane-mlp",),

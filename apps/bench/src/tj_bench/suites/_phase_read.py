@@ -72,6 +72,9 @@ def phase2_readings(result: PhaseResult, evaluation: Evaluation, wall_s: float,
         delay, low = _means(held, "phase2", "avg_delay", "cost_low_ttc")
         out += [_lower(f"delay/{label}/policy", delay, "s"),
                 _lower(f"low_ttc/{label}/policy", low, "per episode")]  # fmt: skip
+        if "clone" in held.summary:  # the teacher's clone PPO started from (phase2.imitation)
+            out.append(Reading(f"delay/{label}/clone", _means(held, "clone", "avg_delay")[0], "s",
+                               None))  # fmt: skip
         for name in [b for b in BASELINES if b in held.summary] if baselines else ():
             delay, low = _means(held, name, "avg_delay", "cost_low_ttc")
             out += [Reading(f"baseline/delay/{label}/{name}", delay, "s", None),

@@ -28,6 +28,10 @@ QUICK_PHASE2 = (
     "phase2.ppo.train_batch=120", "phase2.ppo.minibatch=60", "phase2.ppo.epochs=2",
     "phase2.demand.train_seeds=2", "phase2.demand.rates=[600,1200]",
     "phase2.demand.heldout_seeds=[101]", "phase2.eval.sumo_seeds=[9]",
+    # the teacher's clone, small: 2 candidates, 2 demonstration episodes + 1 DAgger episode
+    "phase2.imitation.candidates=[fixed-time,max-occupancy]", "phase2.imitation.episodes=2",
+    "phase2.imitation.dagger_episodes=1", "phase2.imitation.clone.epochs=3",
+    "phase2.validation.route_seeds=[5001]", "phase2.validation.sumo_seeds=[80001]",
 )  # fmt: skip
 # A tiny but real phase 3: 3 PPO-Lagrangian iterations of 64 decisions, 2 ranks, 1 collector each.
 QUICK_PHASE3 = (

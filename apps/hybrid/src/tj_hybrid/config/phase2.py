@@ -8,8 +8,17 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from tj_hybrid.config.sections import TimeWindows, check_windows, positive
+from tj_rl.imitation.config import CloneConfig
 
-__all__ = ["DemandSection", "EvalSection", "PPOSection", "Phase2Section"]
+__all__ = [
+    "CLONABLE",
+    "DemandSection",
+    "EvalSection",
+    "ImitationSection",
+    "PPOSection",
+    "Phase2Section",
+    "ValidationSection",
+]
 
 
 @dataclass(kw_only=True)
@@ -111,6 +120,65 @@ class EvalSection:
         return out
 
 
+# the baselines a graph policy can imitate: they pick greens through the env's action space
+# (``scenario-program`` and ``sumo-actuated`` are run by SUMO itself and have no actions to copy)
+CLONABLE = ("fixed-time", "max-pressure", "greedy", "max-occupancy")
+
+
+@dataclass(kw_only=True)
+class ImitationSection:
+    """Start PPO from the best teacher (learning from demonstrations, as DemoLight): the
+    ``teacher`` (``auto``: the candidate with the lowest validation delay; ``none``: PPO from a
+    fresh controller) runs ``episodes`` training episodes; the controller is cloned on its
+    greens (cross-entropy, the value head on the returns; ``epochs`` at most with early
+    stopping), then ``dagger_rounds`` times the clone drives ``dagger_episodes`` episodes the
+    teacher labels and it is cloned again on all of them. PPO then starts from the clone with
+    ``coeff x KL(clone || policy)`` in its loss, fading to 0 over ``decay_iterations``."""
+
+    teacher: str = "auto"
+    candidates: list[str] = field(default_factory=lambda: list(CLONABLE))
+    episodes: int = 16
+    dagger_rounds: int = 1
+    dagger_episodes: int = 4
+    clone: CloneConfig = field(default_factory=CloneConfig)
+    coeff: float = 1.0
+    decay_iterations: int = 20
+
+    def __post_init__(self) -> None:
+        positive(self, "episodes")
+        if self.teacher not in ("auto", "none", *CLONABLE):
+            raise ValueError(f"teacher must be auto, none or one of {list(CLONABLE)}, "
+                             f"got {self.teacher!r}")  # fmt: skip
+        bad = [c for c in self.candidates if c not in CLONABLE]
+        if bad or not self.candidates:
+            raise ValueError(f"candidates: one or more of {list(CLONABLE)} (baselines that act "
+                             f"through the env), got {self.candidates}")  # fmt: skip
+        if self.dagger_rounds < 0 or self.dagger_episodes < 1:
+            raise ValueError("need dagger_rounds >= 0 and dagger_episodes >= 1")
+        if not (math.isfinite(self.coeff) and self.coeff >= 0) or self.decay_iterations < 0:
+            raise ValueError("need coeff >= 0 and decay_iterations >= 0")
+
+    @property
+    def enabled(self) -> bool:
+        return self.teacher != "none"
+
+
+@dataclass(kw_only=True)
+class ValidationSection:
+    """Traffic to choose by, never trained on and never reported on: route seeds disjoint from
+    training and held-out, SUMO seeds disjoint from evaluation's. It picks the teacher and, at
+    every checkpoint, scores the policy; ``select: best`` exports the checkpoint with the lowest
+    validation delay (early stopping), ``last`` the final one."""
+
+    route_seeds: list[int] = field(default_factory=lambda: [5_001, 5_002])
+    sumo_seeds: list[int] = field(default_factory=lambda: [80_001, 80_002])
+    select: Literal["best", "last"] = "best"
+
+    def __post_init__(self) -> None:
+        if not self.route_seeds or not self.sumo_seeds:
+            raise ValueError("validation: one or more route_seeds and sumo_seeds")
+
+
 @dataclass(kw_only=True)
 class Phase2Section:
     """Safe RL: PPO trains the controller (GNN frozen per the seeds unless ``gnn`` says not)."""
@@ -133,9 +201,18 @@ class Phase2Section:
     ppo: PPOSection = field(default_factory=PPOSection)
     demand: DemandSection = field(default_factory=DemandSection)
     eval: EvalSection = field(default_factory=EvalSection)
+    imitation: ImitationSection = field(default_factory=ImitationSection)
+    validation: ValidationSection = field(default_factory=ValidationSection)
 
     def __post_init__(self) -> None:
         positive(self, "iterations", "episode_seconds", "reward_scale", "checkpoint_every")
+        v, d = self.validation, self.demand
+        clash = set(v.route_seeds) & (set(range(1, d.train_seeds + 1)) | set(d.heldout_seeds))
+        if clash:
+            raise ValueError(f"validation.route_seeds {sorted(clash)} are training or held-out "
+                             "route seeds (phase2.demand)")  # fmt: skip
+        if set(v.sumo_seeds) & set(self.eval.sumo_seeds):
+            raise ValueError("validation.sumo_seeds overlap eval.sumo_seeds")
         check_windows(self.windows)
         if self.env_runners is not None and self.env_runners < 0:
             raise ValueError(f"env_runners must be >= 0, got {self.env_runners}")

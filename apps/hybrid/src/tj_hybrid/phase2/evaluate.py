@@ -21,25 +21,40 @@ from tj_hybrid.rl_setup import RLSetup
 from tj_hybrid.run_dir import PhaseDir
 from tj_monitor import load_run, plot_run
 
-__all__ = ["PHASE2_PANELS", "evaluate_policy", "write_report"]
+__all__ = ["PHASE2_PANELS", "evaluate_policy", "trained_policy", "write_report"]
 
 PHASE2_PANELS = (("episode/return_mean", "episode return (training traffic)"),
                  ("train/entropy", "policy entropy"), ("train/mean_kl", "KL per iteration"),
-                 ("env_steps_per_s", "env steps / s"))  # fmt: skip
+                 ("env_steps_per_s", "env steps / s"),
+                 ("validation/avg_delay", "validation avg delay (s)"))  # fmt: skip
 
 
-def evaluate_policy(cfg: HybridConfig, setup: RLSetup, agent: Path) -> dict[str, Any]:
-    """Held-out tables (normal and heavy traffic) of the agent and the configured baselines."""
+def trained_policy(cfg: HybridConfig, agent: Path) -> Any:
+    """Phase 2's exported policy as a tj-rl policy (run without Ray)."""
     from tj_rl.control import AgentPolicy
     from tj_rl.rllib import ModulePolicy, load_module
 
-    trained = (ModulePolicy(load_module(agent)) if cfg.phase2.policy == "lane-mlp"
-               else AgentPolicy(agent))  # fmt: skip
-    return evaluate_policies(cfg, setup, {"phase2": trained})
+    return (ModulePolicy(load_module(agent)) if cfg.phase2.policy == "lane-mlp"
+            else AgentPolicy(agent))  # fmt: skip
 
 
-def write_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any]) -> Path:
-    """``report.md`` + PNGs from the run's own files and the evaluation (saved to eval.json)."""
+def evaluate_policy(cfg: HybridConfig, setup: RLSetup, agent: Path, *,
+                    clone: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Held-out tables (normal and heavy traffic) of the agent and the configured baselines
+    (and of the behaviour clone PPO started from, ``clone``: teacher, clone and final policy
+    side by side)."""
+    from tj_rl.control import AgentPolicy
+
+    policies = {"phase2": trained_policy(cfg, agent)}
+    if clone is not None:
+        policies["clone"] = AgentPolicy(clone)
+    return evaluate_policies(cfg, setup, policies)
+
+
+def write_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any], *,
+                 lines: list[str] | None = None) -> Path:  # fmt: skip
+    """``report.md`` + PNGs from the run's own files and the evaluation (saved to eval.json);
+    ``lines``: how the policy started and was chosen (under the lead)."""
     save_evaluation(pdir.eval, evaluation)
     plots = [Path(p).name for p in plot_run(load_run(pdir.logs, skip_bad_lines=True), pdir.root)]
     learning = plot_learning(read_metrics_log(pdir.metrics), pdir.root / "learning.png",
@@ -47,11 +62,14 @@ def write_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, An
     plots = [*([learning.name] if learning else []), *plots]
     heldout = plot_heldout(evaluation, pdir.root / "heldout.png", highlight={"phase2": "tab:green"})
     delay = means(evaluation["held_out"]["summary"], "avg_delay")
-    best = min((p for p in delay if p != "phase2"), key=delay.__getitem__, default=None)
+    best = min((p for p in delay if p not in ("phase2", "clone")), key=delay.__getitem__,
+               default=None)  # fmt: skip
     lead = [
         f"Average delay: phase-2 policy {delay.get('phase2', float('nan')):.2f} s"
         + (f", best baseline {best} {delay[best]:.2f} s." if best else "."),
         "",
+        *(lines or []),
+        *([""] if lines else []),
         f"![{heldout.name}]({heldout.name})",
     ]
     return write_phase_report(

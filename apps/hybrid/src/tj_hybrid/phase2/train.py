@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tj_hybrid.config import HybridConfig
+from tj_hybrid.phase2.validation import CheckpointSelector
 from tj_hybrid.progress import StepProgress
 from tj_hybrid.rl_setup import RLSetup, build_ppo
 from tj_hybrid.run_dir import PhaseDir
@@ -53,6 +54,8 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
         "train/vf_loss": learner.get("vf_loss"),
         "train/entropy": learner.get("entropy"),
         "train/mean_kl": learner.get("mean_kl_loss"),
+        "train/imitation_kl": learner.get("imitation_kl"),
+        "train/imitation_coeff": learner.get("imitation_coeff"),
         "env_steps_lifetime": result.get("num_env_steps_sampled_lifetime"),
         # tj_rl.TrafficCallbacks: per-episode safety costs and shield vetoes (RLlib's window)
         "episode/cost_mean": runners.get("episode_weighted_cost_mean"),
@@ -69,12 +72,16 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
 
 
 def train_ppo(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: Path | None,
-              resume: bool) -> tuple[Path, list[dict[str, float]]]:  # fmt: skip
-    """Train; returns (the final checkpoint, per-iteration metrics). Ray must be running."""
+              resume: bool, clone: Path | None = None, lights: int = 1,
+              selector: CheckpointSelector | None = None,
+              ) -> tuple[Path, list[dict[str, float]]]:  # fmt: skip
+    """Train; returns (the final checkpoint, per-iteration metrics). Ray must be running.
+    ``clone``: start from this behaviour-cloned agent (``build_ppo``); ``selector``: score every
+    checkpoint on validation traffic (early stopping)."""
     from tj_rl.rllib.module import SHARED_POLICY
 
     p2 = cfg.phase2
-    algo = build_ppo(cfg, setup, agent_dir).build_algo()
+    algo = build_ppo(cfg, setup, agent_dir, clone=clone, lights=lights).build_algo()
     if setup.env_runners:
         import ray
 
@@ -100,11 +107,13 @@ def train_ppo(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: P
             sampled = result.get("env_runners", {}).get("num_env_steps_sampled")  # this iteration
             if isinstance(sampled, numbers.Real):  # numpy scalars included
                 row["env_steps_per_s"] = float(sampled) / wall
+            if it % p2.checkpoint_every == 0 or it == p2.iterations:
+                final = _save(algo, pdir.checkpoints, it, p2.keep_checkpoints)
+                if selector is not None:
+                    row["validation/avg_delay"] = selector.score(final, it)
             rows.append(row)
             logger.log(it, row)
             progress.update(it, ret=row.get("episode/return_mean", float("nan")))
-            if it % p2.checkpoint_every == 0 or it == p2.iterations:
-                final = _save(algo, pdir.checkpoints, it, p2.keep_checkpoints)
         progress.close()
         if final is None:
             final = _save(algo, pdir.checkpoints, algo.iteration, p2.keep_checkpoints)

@@ -43,7 +43,7 @@ class Phase3:
         before = tree_memory()
         monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
         with monitor:
-            out = run_isolated(run_phase3, context, budget)
+            out = run_isolated(run_phase3, context, budget, hash_seed=cfg.run.seed)
         after = tree_memory()
         monitor.save(pdir.memory)
         monitor.plot(pdir.root / "memory.png")

@@ -22,6 +22,12 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "mlp": ["LaneMLPConfig", "LaneMLPModule", "lane_mlp_spec"],
         "callbacks": ["TrafficCallbacks"],
         "export": ["export_agent"],
+        "imitation": [
+            "IMITATION_KEY",
+            "ImitationPPOLearner",
+            "imitation_coeff",
+            "imitation_learner",
+        ],
         "module_policy": ["ModulePolicy", "load_module"],
     },
 )

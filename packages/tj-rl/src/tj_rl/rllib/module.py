@@ -71,6 +71,8 @@ class GraphModuleConfig:
     ``phase_inputs``: the controller's phase tokens read what each green serves (``phase_lanes``
     and the ``lanes`` rows: tj-models' ``ServedMovements``); needed to share one policy between
     lights whose greens serve different lanes, and what lets it learn fast on one light.
+    ``load_controller``: also start from ``agent_dir``'s controller weights (a behaviour-cloned
+    start, ``tj_rl.imitation``), not a freshly initialised controller.
     """
 
     preset: str = "tiny"
@@ -79,8 +81,15 @@ class GraphModuleConfig:
     controller: ControllerConfig | None = None
     validate: bool = False
     phase_inputs: bool = True
+    load_controller: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.load_controller, bool):
+            raise ValueError(
+                f"GraphModuleConfig.load_controller: {self.load_controller!r}, expected a bool"
+            )
+        if self.load_controller and self.agent_dir is None:
+            raise ValueError("GraphModuleConfig.load_controller needs agent_dir (the clone)")
         if not isinstance(self.phase_inputs, bool):
             raise ValueError(f"GraphModuleConfig.phase_inputs: {self.phase_inputs!r}, expected a bool")
         if self.preset not in PRESETS:
@@ -139,8 +148,10 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
                     f"{movements} (lanes rows); set EnvConfig.max_lanes <= "
                     f"{gnn.config.num_movements} (rows beyond it are observed as movement -1)"
                 )
-            del agent  # keep the encoder only
+            trained = agent.controller.state_dict() if cfg.load_controller else None
+            del agent  # keep the encoder (and the controller's weights when asked)
         else:
+            trained = None
             base = TrafficAgentConfig.preset(cfg.preset)
             gnn_cfg = base.gnn
             if movements > gnn_cfg.num_movements:  # the embedding grows with the lanes
@@ -154,6 +165,8 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         elif not cfg.phase_inputs:
             controller = replace(controller, movement_stats=0)
         self.controller = Controller(controller, gnn=gnn.config, max_actions=n_actions)
+        if cfg.agent_dir is not None and trained is not None:
+            self.controller.load_state_dict(trained)  # strict: the clone's own networks
         self.frozen_gnn = cfg.gnn == "frozen"
         if self.frozen_gnn:
             self.gnn.requires_grad_(False)

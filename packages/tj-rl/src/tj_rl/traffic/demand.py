@@ -385,6 +385,17 @@ class DemandPool(RoutePool):
             DemandSet(name="held-out-heavy", specs=heavy, files=self._build(heavy)),
         )
 
+    def validation(self, seeds: Sequence[int]) -> DemandSet:
+        """Traffic to choose by (a teacher, a checkpoint): route ``seeds`` never trained on at
+        the held-out set's levels (the midpoints between training levels)."""
+        base = self.specs[0].replace(seeds=tuple(int(s) for s in seeds))
+        clash = sorted(set(base.seeds) & set(self.seeds))
+        if clash or not base.seeds:
+            raise ValueError(f"validation: route seeds {list(seeds)}: need one or more, none of "
+                             f"the training seeds {self.seeds}")  # fmt: skip
+        specs = self._midpoints(base)
+        return DemandSet(name="validation", specs=specs, files=self._build(specs))
+
     def _midpoints(self, base: DemandSpec) -> tuple[DemandSpec, ...]:
         levels = sorted((s.vehicles_per_hour for s in self.specs), key=lambda v: float(np.mean(v)))
         if len(levels) == 1:

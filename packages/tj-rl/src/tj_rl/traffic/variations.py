@@ -303,6 +303,17 @@ class VariationPool(RoutePool):
         )  # type: ignore[return-value]
 
 
+    def validation(self, seeds: Sequence[int]) -> DemandSet:
+        """Traffic to choose by (a teacher, a checkpoint): the variations of ``seeds`` at scale 1,
+        never trained on and without the scenario's own demand (held-out evaluation keeps that)."""
+        clash = sorted(set(int(s) for s in seeds) & set(self.seeds))
+        if clash or not seeds:
+            raise ValueError(f"validation: seeds {list(seeds)}: need one or more, none of the "
+                             f"training seeds {self.seeds}")  # fmt: skip
+        vs = tuple(Variation(seed=int(s), jitter=self.variations[0].jitter) for s in seeds)
+        return DemandSet(name="validation", files=tuple(self._ensure(v) for v in vs), variations=vs)
+
+
 def _sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
