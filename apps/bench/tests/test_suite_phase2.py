@@ -48,7 +48,7 @@ def test_parse_options() -> None:  # seeds (from 0) and variants
 
 def _summary(delay: float) -> HeldOutSet:
     spreads = {p: {"avg_delay": delay + i, "cost_low_ttc": 10.0 * i}
-               for i, p in enumerate(("phase2", *BASELINES))}  # fmt: skip
+               for i, p in enumerate(("phase2", *BASELINES, "clone"))}  # fmt: skip
     return HeldOutSet(rows=[], summary={p: {k: Spread(mean=v, std=0.0, min=v, max=v, n=1)
                                             for k, v in m.items()} for p, m in spreads.items()})  # fmt: skip
 
@@ -66,6 +66,9 @@ def test_phase2_readings(tmp_path: Path) -> None:
     assert got["baseline/delay/held_out/greedy"].value == 12.0
     assert got["baseline/delay/held_out/greedy"].better is None
     assert got["low_ttc/held_out/policy"].value == 0.0
+    # the teacher's clone PPO started from: read beside the policy, not scored
+    assert got["delay/held_out/clone"].value == 9.0 + 1 + len(BASELINES)
+    assert got["delay/held_out/clone"].better is None
     assert got["uss_left"].value == pytest.approx(6.0) and got["peak_tree_pss"].value == 1536
     bare = {r.name for r in phase2_readings(result, evaluation, 600.0, baselines=False)}
     assert not any(n.startswith("baseline/") for n in bare)

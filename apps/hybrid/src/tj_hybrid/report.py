@@ -2,7 +2,7 @@
 
 Written by the runner after every phase, from the run's own files: each phase's ``result.json`` (headline, wall
 time, data wait, memory before and after), phase 3's held-out evaluation (fixed-time,
-max-pressure, greedy, max-occupancy, the phase-2 and the phase-3 policy side by side), the
+max-pressure, greedy, max-occupancy, advanced-mp, the phase-2 and the phase-3 policy side by side), the
 constraint and the learning curves (the phases' PNGs), and one memory curve across all phases
 (``tj_monitor.plot_memory_stages``) with the budget and the monitor's warn/cleanup lines.
 """
@@ -26,8 +26,8 @@ _COLUMNS = (("avg_delay", "avg delay (s)"), ("avg_trip_time", "trip time (s)"),
             ("cost_low_ttc", "low TTC"), ("cost_hard_braking", "hard braking"),
             ("cost_emergency_braking", "emergency braking"), ("cost_teleport", "teleports"),
             ("cost_collision", "collisions"), ("vetoes", "vetoes"))  # fmt: skip
-_ORDER = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "scenario-program", "sumo-actuated",
-          "phase2", "phase3")
+_ORDER = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-mp", "scenario-program",
+          "sumo-actuated", "clone", "phase2", "phase3")
 
 
 def _results(run_dir: RunDir) -> dict[str, PhaseResult]:

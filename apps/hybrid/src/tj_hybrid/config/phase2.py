@@ -81,14 +81,20 @@ class DemandSection:
 
 
 Baseline = Literal[
-    "fixed-time", "max-pressure", "greedy", "max-occupancy", "scenario-program", "sumo-actuated"
+    "fixed-time",
+    "max-pressure",
+    "greedy",
+    "max-occupancy",
+    "advanced-mp",
+    "scenario-program",
+    "sumo-actuated",
 ]
 
 
 @dataclass(kw_only=True)
 class EvalSection:
-    """Held-out evaluation: the trained policy and the baselines, same protocol: tj-rl's own and
-    those users deploy (``scenario-program``: the scenario's signal programs as SUMO runs them;
+    """Held-out evaluation: the trained policy and the baselines, same protocol: tj-rl's own
+    (with ``advanced-mp``, the strongest published heuristic) and those users deploy (``scenario-program``: the scenario's signal programs as SUMO runs them;
     ``sumo-actuated``: SUMO's gap-based actuated control rebuilt from the net by netconvert)."""
 
     sumo_seeds: list[int] = field(default_factory=lambda: [90_001, 90_002])
@@ -122,7 +128,7 @@ class EvalSection:
 
 # the baselines a graph policy can imitate: they pick greens through the env's action space
 # (``scenario-program`` and ``sumo-actuated`` are run by SUMO itself and have no actions to copy)
-CLONABLE = ("fixed-time", "max-pressure", "greedy", "max-occupancy")
+CLONABLE = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-mp")
 
 
 @dataclass(kw_only=True)

@@ -94,6 +94,8 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
                  "clones a teacher)")  # fmt: skip
     selector = CheckpointSelector(cfg=cfg, setup=setup, folder=pdir.root / "validation",
                                   base=base).load()  # fmt: skip
+    if start is not None:
+        selector.start_from(start.agent, start.validation["clone"][0])
     ray_cfg = RaySessionConfig(
         address=cfg.phase2.ray_address,
         num_cpus=(setup.env_runners + 1) if local else None,
@@ -153,6 +155,9 @@ def _export(cfg: HybridConfig, checkpoint: Path, pdir: PhaseDir, base: Path | No
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(selector.best_agent, tmp)
         publish_dir(tmp, pdir.agent)
+        if best[0] == 0:
+            return ("the clone PPO started from (no checkpoint beat its validation delay, "
+                    f"{best[1]:.2f} s)")
         return f"iteration {best[0]} (best validation delay, {best[1]:.2f} s)"
     export_policy(checkpoint, pdir.agent, base=base, preset=cfg.model.preset,
                   policy=cfg.phase2.policy)  # fmt: skip

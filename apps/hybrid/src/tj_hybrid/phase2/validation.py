@@ -79,6 +79,22 @@ class CheckpointSelector:
             self.best = (int(data["best"][0]), float(data["best"][1]))
         return self
 
+    def start_from(self, agent: Path, delay: float) -> None:
+        """Count the policy PPO starts from (the teacher's clone) as iteration 0: a checkpoint is
+        exported only when it beats its own start on validation. A resumed run keeps its state."""
+        if self.best is not None:
+            return
+        tmp = self.folder / ".candidate"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(agent, tmp)
+        publish_dir(tmp, self.best_agent)
+        self.history, self.best = [(0, delay)], (0, delay)
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.state_file,
+                          json.dumps({"history": self.history, "best": self.best}) + "\n")
+
     def lines(self) -> list[str]:
         """The report's lines on the checkpoints scored and the one kept."""
         if not self.history or self.best is None:
@@ -106,8 +122,7 @@ class CheckpointSelector:
             publish_dir(scratch, self.best_agent)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-        atomic_write_text(self.state_file, json.dumps(
-            {"history": self.history, "best": self.best}) + "\n")  # fmt: skip
+        self._save()
         log.info("validation at iteration %d: avg delay %.2f s (worst episode %.2f s); best %.2f s "
                  "at iteration %d", iteration, mean, worst, self.best[1] if self.best else math.nan,
                  self.best[0] if self.best else -1)  # fmt: skip

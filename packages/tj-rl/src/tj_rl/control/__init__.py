@@ -1,7 +1,7 @@
-"""The control room: the baselines (ours, and the SUMO programs users deploy: the scenario's own,
-SUMO's actuated control), and the one actor every learned-policy caller uses (RLlib's module,
-phase 3's collector and learner, ``AgentPolicy``, evaluation). Names that need torch load on
-first use.
+"""The control room: the baselines (ours, Advanced-MP, and the SUMO programs users deploy: the
+scenario's own, SUMO's actuated control), and the one actor every learned-policy caller uses
+(RLlib's module, phase 3's collector and learner, ``AgentPolicy``, evaluation). Names that need
+torch load on first use.
 """
 
 # Names load on first use (PEP 562 via lazy_loader): importing the room imports none of its
@@ -23,6 +23,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "describe_policy",
             "make_policy",
         ],
+        "advanced_mp": ["AdvancedMaxPressurePolicy"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],
         "actuated_net": ["ActuatedSpec", "actuated_net", "tls_types"],
         "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],

@@ -11,6 +11,10 @@ features and respects ``action_mask``) plus the env's static topology at ``reset
 - ``max-occupancy``: the feasible green serving the most vehicles, moving or halting (greedy that
   also counts the platoons still approaching, so they do not have to stop); on the default net it
   has less delay than greedy and than phase 2's PPO policy (docs/BENCHMARKS.md).
+- ``advanced-mp``: Advanced-MP (Zhang et al., ICML 2022; ``tj_rl.control.advanced_mp``): the
+  current green is kept while its moving vehicles within reach of the stop line in one decision
+  interval are at least the best efficient pressure (queue in minus mean queue of the road fed),
+  else the feasible green with the most efficient pressure.
 - ``max-pressure``, ``greedy`` and ``max-occupancy`` take ``margin`` (default 0): the current
   green is kept unless another scores more than ``margin`` above it (hysteresis).
 - ``random``: a uniformly random feasible green (benchmarks, exploration data).
@@ -31,6 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tj_rl.control.advanced_mp import AdvancedMaxPressurePolicy
 from tj_rl.control.programs import ScenarioProgramPolicy, SumoActuatedPolicy
 from tj_rl.env.core import TrafficSignalCore
 
@@ -163,13 +168,14 @@ class RandomPolicy:
         return {a: int(self.rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
 
 
+# the baselines that pick greens through the env's actions (``mixed`` can mix them with random ones)
+_BASES = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-mp")
+
+
 class MixedPolicy:
     def __init__(self, base: str = "fixed-time", switch_prob: float = 0.3, seed: int = 0) -> None:
-        if base not in ("fixed-time", "max-pressure", "greedy", "max-occupancy"):
-            raise ValueError(
-                f"mixed: base {base!r} must be one of fixed-time, max-pressure, greedy, "
-                "max-occupancy"
-            )
+        if base not in _BASES:
+            raise ValueError(f"mixed: base {base!r} must be one of {', '.join(_BASES)}")
         if not 0.0 <= switch_prob <= 1.0:
             raise ValueError(f"mixed: switch_prob={switch_prob}, must be in [0, 1]")
         self.base = POLICIES[base]()
@@ -192,6 +198,7 @@ POLICIES = {
     "max-pressure": MaxPressurePolicy,
     "greedy": GreedyPolicy,
     "max-occupancy": MaxOccupancyPolicy,
+    "advanced-mp": AdvancedMaxPressurePolicy,
     "random": RandomPolicy,
     "mixed": MixedPolicy,
     "scenario-program": ScenarioProgramPolicy,
@@ -206,6 +213,10 @@ _LABELS: dict[type, str] = {
     GreedyPolicy: "the feasible green serving the most halting vehicles, through tj-rl's shield",
     MaxOccupancyPolicy: "the feasible green serving the most vehicles, moving or halting, "
     "through tj-rl's shield",
+    AdvancedMaxPressurePolicy: "Advanced-MP (Zhang et al. 2022): the current green while its "
+    "moving vehicles within the speed limit x the decision interval of the stop line are at least "
+    "the best efficient pressure (queue in minus mean queue of the road fed, over its lanes), else "
+    "the feasible green with the most efficient pressure, through tj-rl's shield",
     RandomPolicy: "a uniformly random feasible green, through tj-rl's shield",
     MixedPolicy: "another baseline's green, replaced at random by a random feasible one",
 }
@@ -225,7 +236,7 @@ def describe_policy(policy: Policy | str) -> str:
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``max-occupancy``,
-    ``random``, ``mixed``, ``scenario-program``, ``sumo-actuated``)."""
+    ``advanced-mp``, ``random``, ``mixed``, ``scenario-program``, ``sumo-actuated``)."""
     if name not in POLICIES:
         raise ValueError(f"policy {name!r} unknown; choose one of {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)
