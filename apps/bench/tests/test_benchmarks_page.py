@@ -13,7 +13,8 @@ DOCS = Path(__file__).resolve().parents[3] / "docs"
 # page's command lists them in this order.
 RESULTS = ("quant.json", "monitor-dist.json", "data-loader-cache-models.json", "phase1-3.json",
            "env.json", "variants=phase2-variants.json", "grid=phase2-grid.json",
-           "fresh=phase1-fresh.json", "ceiling=env-ceiling.json")  # fmt: skip
+           "fresh=phase1-fresh.json", "ceiling=env-ceiling.json",
+           "imitation=phase2-imitation.json")  # fmt: skip
 
 
 def test_benchmarks_md_is_the_rendered_template() -> None:
