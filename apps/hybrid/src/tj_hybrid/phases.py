@@ -32,6 +32,7 @@ class PhaseSpec:
     starts_from: str | None
     trains: int  # tj_models.PHASE_COMPONENTS key: what this phase optimises
     module: str  # defines ``PHASE``, an object following ``tj_hybrid.phase_api.Phase``
+    ddp: bool = False  # trains with DDP ranks: runs in the rank itself under torchrun
 
     def load(self) -> Phase:
         return importlib.import_module(self.module).PHASE
@@ -46,6 +47,7 @@ REGISTRY: tuple[PhaseSpec, ...] = (
         starts_from=None,
         trains=1,
         module="tj_hybrid.phase1.phase",
+        ddp=True,
     ),
     PhaseSpec(
         name="2",
@@ -64,6 +66,7 @@ REGISTRY: tuple[PhaseSpec, ...] = (
         starts_from="2",
         trains=3,
         module="tj_hybrid.phase3.phase",
+        ddp=True,
     ),
 )
 

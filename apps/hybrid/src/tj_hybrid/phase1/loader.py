@@ -209,7 +209,7 @@ def plan_phase1_loader(
     import os
 
     lc = cfg.phase1.loader
-    nprocs = world.nprocs
+    nprocs = world.local_nprocs  # the ranks sharing this machine's memory and cores
     budget = cfg.memory.budget_bytes(memory_limit())
     device = world.device_type
     train = _quantised(cfg, ds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.data_paths import scenario_data_dir
+from tj_hybrid.multinode import rank_result, torchrun_launch
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_scenario, check_writable_dir
 
@@ -29,10 +30,13 @@ class Phase1:
         from tj_hybrid.phase1.run import run_phase1
         from tj_monitor import tree_memory
 
+        launch = torchrun_launch()
         before = tree_memory()  # the ranks and loader workers end with the phase: measured
         result = run_phase1(context.config, context.phase_dir, resume=context.resume,
-                            profile=context.profile)  # fmt: skip
+                            profile=context.profile, launch=launch)  # fmt: skip
         after = tree_memory()
+        if result is None:  # a rank other than 0 under torchrun: rank 0 writes the result
+            return rank_result(context)
         ev = result.eval
         return PhaseResult(
             name=context.spec.name,

@@ -22,7 +22,13 @@ import tj_dist
 from tj_hybrid.phase1.evaluate import evaluate_world_model
 from tj_hybrid.phase1.loader import LoaderSpec, TrainLoader, make_eval_loader, make_train_loader
 from tj_hybrid.progress import StepProgress
-from tj_hybrid.training import Cadence, RankStates, mean_over_ranks, warmup_cosine
+from tj_hybrid.training import (
+    Cadence,
+    RankStates,
+    latest_checkpoint,
+    mean_over_ranks,
+    warmup_cosine,
+)
 from tj_hybrid.training.rank_job import RankJob, start_rank
 from tj_models import HorizonSchedule, TrafficAgent, TrafficAgentConfig, world_model_loss
 from tj_monitor import LoggerConfig, MetricsLogger, StepTimer, atomic_write_json
@@ -123,7 +129,7 @@ def train_rank(job: Phase1Job) -> dict[str, Any] | None:
 
     step = 0
     if job.resume:
-        loaded = tj_dist.load_latest(pdir.checkpoints)
+        loaded = latest_checkpoint(pdir.checkpoints)
         if loaded is not None:
             step, _ = tj_dist.restore_training_state(
                 loaded.state, model=model, optimizer=optimizer, scheduler=scheduler, amp=amp,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.data_paths import scenario_data_dir
+from tj_hybrid.multinode import Torchrun, node_shares, rank_result, torchrun_launch
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
@@ -29,9 +31,7 @@ class Phase3:
         check_writable_dir(scenario_data_dir(config), "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
-        from tj_hybrid.evaluation import means
         from tj_hybrid.isolate import run_isolated
-        from tj_hybrid.phase3.report import write_phase3_report
         from tj_monitor import MemoryMonitor, memory_limit, tree_memory
 
         cfg, pdir = context.config, context.phase_dir.create()
@@ -41,57 +41,76 @@ class Phase3:
         # The ranks, their collectors and the evaluation (torch, tj-models, libsumo in-process)
         # live in a child that ends with the phase: the tree returns to its level of before.
         before = tree_memory()
+        launch = torchrun_launch()
+        if launch is not None:  # this process is a rank: the phase runs in it
+            out = run_phase3(context, budget, launch)
+            if out is None:
+                return rank_result(context)
+            after = tree_memory()
+            return _result(context, out, budget, before, after, peak=after.pss)
         monitor = MemoryMonitor(cfg.monitor.to_config(jsonl_path=pdir.root / "memory.jsonl"))
         with monitor:
             out = run_isolated(run_phase3, context, budget, hash_seed=cfg.run.seed)
         after = tree_memory()
         monitor.save(pdir.memory)
         monitor.plot(pdir.root / "memory.png")
-        peak = monitor.peaks.get("tree_pss") or 0
-        summary, evaluation = out["summary"], out["evaluation"]
-        needed = _collectors_needed(summary, out["collectors"])
-        facts = {
-            "plan": out["plan"],
-            "iterations": summary["iterations"], "policy version": summary["policy_version"],
-            "cost limit": _limit(summary["cost_limit"]),
-            "final lambda": f"{summary['lambda']:.4f}",
-            "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
-                                  f"(after the first iteration: "
-                                  f"{summary['data_wait_fraction_steady']:.1%}; {needed})",
-            "stale samples dropped": int(summary["dropped_stale"]),
-            "collector restarts": int(summary["collector_restarts"]),
-            "queue peak / bound per rank (MiB)":
-                f"{summary['queue_bytes_peak'] / 2**20:.1f} / {out['queue_bytes'] / 2**20:.1f}",
-            "train wall s": round(out["train_wall_s"], 1),
-            "peak process-tree PSS (MiB)": f"{peak / 2**20:.0f} of a {budget / 2**20:.0f} budget",
-            "tree USS before / after phase 3 (MiB)":
-                f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
-                f"({(after.uss - before.uss) / 2**20:+.0f})",
-        }  # fmt: skip
-        report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"])
-        summ = evaluation["held_out"]["summary"]
-        delay, cost = means(summ, "avg_delay"), means(summ, "cost")
-        result = PhaseResult(
-            name=context.spec.name, agent=pdir.agent, report=report,
-            headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
-                      f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
-                      f"{cost['phase2']:.1f}; limit {_limit(summary['cost_limit'])})"),
-            metrics={**summary, "avg_delay": delay, "cost": cost,
-                     "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
-                     "budget_bytes": budget, "tree_uss_before": before.uss,
-                     "tree_uss_after": after.uss, "tree_pss_before": before.pss,
-                     "tree_pss_after": after.pss},
-        )  # fmt: skip
-        return result
+        return _result(context, out, budget, before, after,
+                       peak=monitor.peaks.get("tree_pss") or 0)  # fmt: skip
 
 
-def run_phase3(context: PhaseContext, budget: int) -> dict:
+def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: Any,
+            peak: float) -> PhaseResult:  # fmt: skip
+    """The phase's report and result from ``run_phase3``'s output (rank 0 / the parent)."""
+    from tj_hybrid.evaluation import means
+    from tj_hybrid.phase3.report import write_phase3_report
+
+    pdir = context.phase_dir
+    summary, evaluation = out["summary"], out["evaluation"]
+    needed = _collectors_needed(summary, out["collectors"])
+    facts = {
+        "plan": out["plan"],
+        "iterations": summary["iterations"], "policy version": summary["policy_version"],
+        "cost limit": _limit(summary["cost_limit"]),
+        "final lambda": f"{summary['lambda']:.4f}",
+        "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
+                              f"(after the first iteration: "
+                              f"{summary['data_wait_fraction_steady']:.1%}; {needed})",
+        "stale samples dropped": int(summary["dropped_stale"]),
+        "collector restarts": int(summary["collector_restarts"]),
+        "queue peak / bound per rank (MiB)":
+            f"{summary['queue_bytes_peak'] / 2**20:.1f} / {out['queue_bytes'] / 2**20:.1f}",
+        "train wall s": round(out["train_wall_s"], 1),
+        "peak process-tree PSS (MiB)": f"{peak / 2**20:.0f} of a {budget / 2**20:.0f} budget",
+        "tree USS before / after phase 3 (MiB)":
+            f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
+            f"({(after.uss - before.uss) / 2**20:+.0f})",
+    }  # fmt: skip
+    report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"])
+    summ = evaluation["held_out"]["summary"]
+    delay, cost = means(summ, "avg_delay"), means(summ, "cost")
+    result = PhaseResult(
+        name=context.spec.name, agent=pdir.agent, report=report,
+        headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
+                  f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
+                  f"{cost['phase2']:.1f}; limit {_limit(summary['cost_limit'])})"),
+        metrics={**summary, "avg_delay": delay, "cost": cost,
+                 "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
+                 "budget_bytes": budget, "tree_uss_before": before.uss,
+                 "tree_uss_after": after.uss, "tree_pss_before": before.pss,
+                 "tree_pss_after": after.pss},
+    )  # fmt: skip
+    return result
+
+
+def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = None) -> dict | None:
     """The isolated child: plan, the DDP ranks (each with its collectors), then the held-out
-    evaluation of the phase-3 and phase-2 policies against the baselines (no Ray)."""
+    evaluation of the phase-3 and phase-2 policies against the baselines (no Ray). Under
+    torchrun (``launch``) every rank calls it in place: each machine plans its own collectors,
+    rank 0 evaluates (the others wait, then get None)."""
     import tj_dist
     from tj_hybrid.evaluation import evaluate_policies
     from tj_hybrid.handoff import load_handoff
-    from tj_hybrid.phase3.plan import plan_phase3
+    from tj_hybrid.phase3.plan import Phase3Plan, plan_phase3
     from tj_hybrid.phase3.train import Phase3Job, train_rank
     from tj_rl.control import AgentPolicy
 
@@ -100,24 +119,38 @@ def run_phase3(context: PhaseContext, budget: int) -> dict:
     load_handoff(context.previous_agent, context.spec)  # checksum + fit, before any process
     tj_dist.apply_env_defaults(tj_dist.detect_environment())
     t0 = time.perf_counter()
-    plan = plan_phase3(cfg, agent_dir=context.previous_agent, temp_dir=pdir.root / "episodes",
-                       budget=budget)  # fmt: skip
+    def make_plan() -> Phase3Plan:
+        assert context.previous_agent is not None
+        return plan_phase3(cfg, agent_dir=context.previous_agent,
+                           temp_dir=pdir.root / "episodes", budget=budget, launch=launch)  # fmt: skip
+
+    if launch is None:
+        plan = make_plan()
+    else:  # the demand pool is written to the data folder: once per machine
+        tj_dist.init_distributed(cfg.dist.backend)
+        plan = node_shares(launch, make_plan)
     job = Phase3Job(cfg=cfg, phase_dir=pdir, agent_dir=str(context.previous_agent),
                     env_config=plan.env_config, space=plan.space, world=plan.world,
                     collectors_per_rank=plan.collectors_per_rank, queue_bytes=plan.queue_bytes,
                     budget=budget, resume=context.resume, threads=plan.threads,
+                    node=launch.node_rank if launch else 0,
                     log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
-    if plan.world.nprocs == 1:
+    if plan.world.nprocs == 1 or launch is not None:
         summary = train_rank(job)
     else:
         summary = tj_dist.launch_local(train_rank, plan.world.nprocs, job,
                                        backend=plan.world.backend)[0]  # fmt: skip
-    assert summary is not None
     train_wall = time.perf_counter() - t0
-    # the phase-3 policy acts behind its learned shield when ``shield_threshold`` is set
-    policies = {"phase3": AgentPolicy(pdir.agent, shield_threshold=cfg.phase3.shield_threshold),
-                "phase2": AgentPolicy(context.previous_agent)}  # fmt: skip
-    evaluation = evaluate_policies(cfg, plan.setup, policies, cost_weights=cfg.phase3.cost_weights)
+    with tj_dist.rank_zero_only() as main:  # the other ranks wait (torchrun ends a job at once)
+        if not main:
+            return None
+        assert summary is not None
+        # the phase-3 policy acts behind its learned shield when ``shield_threshold`` is set
+        policies = {"phase3": AgentPolicy(pdir.agent,
+                                          shield_threshold=cfg.phase3.shield_threshold),
+                    "phase2": AgentPolicy(context.previous_agent)}  # fmt: skip
+        evaluation = evaluate_policies(cfg, plan.setup, policies,
+                                       cost_weights=cfg.phase3.cost_weights)  # fmt: skip
     return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
             "queue_bytes": plan.queue_bytes, "train_wall_s": train_wall,
             "collectors": plan.collectors_per_rank * plan.world.nprocs}  # fmt: skip

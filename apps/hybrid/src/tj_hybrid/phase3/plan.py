@@ -15,6 +15,7 @@ import numpy as np
 
 from tj_hybrid.config import HybridConfig, parse_bytes
 from tj_hybrid.data_paths import scenario_data_dir
+from tj_hybrid.multinode import Torchrun
 from tj_hybrid.rl_setup import RLSetup, prepare_rl
 from tj_hybrid.training import World, resolve_world
 
@@ -63,8 +64,10 @@ def byte_bound(value: float | str | None, budget: float, *, default: float) -> i
 
 
 def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: int,
-                gpus: int | None = None, cpus: int | None = None) -> Phase3Plan:  # fmt: skip
-    """The plan for this machine (``gpus``/``cpus`` injectable for tests)."""
+                gpus: int | None = None, cpus: int | None = None,
+                launch: Torchrun | None = None) -> Phase3Plan:  # fmt: skip
+    """The plan for this machine (``gpus``/``cpus`` injectable for tests); under torchrun
+    (``launch``) the ranks are the job's, the collectors and threads this machine's."""
     import torch
 
     from tj_rl.env import TrafficSignalCore
@@ -74,14 +77,15 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     cpus = cpus or os.cpu_count() or 1
     world = resolve_world(cfg.dist, effective_batch=p3.effective_batch, micro_batch=p3.micro_batch,
-                          gpus=gpus, section="phase3")  # fmt: skip
+                          gpus=gpus, section="phase3", launch=launch)  # fmt: skip
+    here = world.local_nprocs  # the ranks sharing this machine's cores and memory
     if p3.samples_per_iteration % world.nprocs:
         from tj_hybrid.config import ConfigError
 
         raise ConfigError(f"phase3.samples_per_iteration={p3.samples_per_iteration} is not a "
                           f"multiple of {world.nprocs} rank(s)")  # fmt: skip
-    total = collector_count(p3.collect.collectors, nprocs=world.nprocs, cpus=cpus, budget=budget)
-    per_rank = max(1, total // world.nprocs)
+    total = collector_count(p3.collect.collectors, nprocs=here, cpus=cpus, budget=budget)
+    per_rank = max(1, total // here)
     setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=scenario_data_dir(cfg),
                        temp_dir=temp_dir)  # fmt: skip
     env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))  # phase 3's costs
@@ -93,8 +97,8 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     finally:
         core.close()
     queue_bytes = byte_bound(p3.collect.queue, budget, default=min(64 * 2**20, 0.01 * budget))
-    threads = cfg.dist.threads_per_rank or max(1, (cpus - per_rank * world.nprocs) // world.nprocs)
-    reason = (f"{world.nprocs} rank(s) x {per_rank} collector(s) ({cpus} CPUs, budget "
+    threads = cfg.dist.threads_per_rank or max(1, (cpus - per_rank * here) // here)
+    reason = (f"{here} rank(s) x {per_rank} collector(s) ({cpus} CPUs, budget "
               f"{budget / 2**30:.1f} GiB); queue {queue_bytes / 2**20:.0f} MiB per rank; "
               f"{threads} torch thread(s) per rank")  # fmt: skip
     log.info("phase 3 plan: %s", reason)

@@ -35,7 +35,13 @@ from tj_hybrid.phase3.collectors import (
 from tj_hybrid.phase3.learner import Learner, LossWeights, micro_batch_loss
 from tj_hybrid.phase3.plan import byte_bound
 from tj_hybrid.progress import StepProgress
-from tj_hybrid.training import CacheShrinker, RankJob, start_rank, sum_over_ranks
+from tj_hybrid.training import (
+    CacheShrinker,
+    RankJob,
+    latest_checkpoint,
+    start_rank,
+    sum_over_ranks,
+)
 from tj_models import LagrangeConfig, TrafficAgent, lagrangian_advantage, make_lagrange
 from tj_monitor import LoggerConfig, MetricsLogger
 from tj_rl.rollout.batch import rollout_graph
@@ -58,6 +64,7 @@ class Phase3Job(RankJob):
     collectors_per_rank: int
     queue_bytes: int
     budget: int  # the run's memory budget: fractions in the phase3 sizes are of it
+    node: int = 0  # this machine's node rank under torchrun: its collectors' weights file
 
 
 class Progress:
@@ -76,7 +83,11 @@ class Progress:
 
 
 def _weights(job: Phase3Job) -> Path:
-    return job.phase_dir.root / "weights.safetensors"
+    """The weights this machine's collectors read; one file per machine (written by its first
+    rank: every rank holds the same weights after a DDP step), so a node-local run folder works
+    and machines sharing one never write the same file."""
+    name = "weights.safetensors" if job.node == 0 else f"weights-node{job.node}.safetensors"
+    return job.phase_dir.root / name
 
 
 def _collect(stream: Any, batch: IterationBatch, want: int, version: int, lag: int
@@ -149,7 +160,7 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
     if p3.cost_limit != "auto":
         progress.cost_limit = limit0
     extra = {"lagrange": lagrange, "progress": progress}
-    if job.resume and (loaded := tj_dist.load_latest(pdir.checkpoints)) is not None:
+    if job.resume and (loaded := latest_checkpoint(pdir.checkpoints)) is not None:
         tj_dist.restore_training_state(loaded.state, model=model, optimizer=optimizer, amp=amp,
                                        accumulator=acc, extra=extra)  # fmt: skip
         if rank == 0:
@@ -157,8 +168,8 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
                      loaded.path, progress.iteration, progress.version, lagrange.value)  # fmt: skip
     if progress.cost_limit is not None:
         lagrange.cost_limit = float(progress.cost_limit)
-    with tj_dist.rank_zero_only() as main:
-        if main:
+    with tj_dist.rank_zero_only():
+        if info.local_rank == 0:
             publish_weights(_weights(job), agent, progress.version)
 
     schema = rollout_schema(job.space)
@@ -216,8 +227,8 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
             train_s = time.perf_counter() - t_train
             progress.version += 1
             progress.iteration += 1
-            with tj_dist.rank_zero_only() as main:
-                if main:
+            with tj_dist.rank_zero_only():
+                if info.local_rank == 0:
                     publish_weights(_weights(job), agent, progress.version)
             wall = time.perf_counter() - t_it
             totals["wait"] += wait

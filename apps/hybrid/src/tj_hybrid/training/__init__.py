@@ -5,7 +5,13 @@ accumulation) derived last, and the memory monitor's cache shrinker."""
 from tj_hybrid.training.cadence import Cadence
 from tj_hybrid.training.lr import warmup_cosine
 from tj_hybrid.training.rank_job import RankJob, start_rank
-from tj_hybrid.training.ranks import RankStates, mean_over_ranks, seed_everything, sum_over_ranks
+from tj_hybrid.training.ranks import (
+    RankStates,
+    latest_checkpoint,
+    mean_over_ranks,
+    seed_everything,
+    sum_over_ranks,
+)
 from tj_hybrid.training.shrinkers import CacheShrinker
 from tj_hybrid.training.threads import torch_threads
 from tj_hybrid.training.world import World, resolve_world
@@ -16,6 +22,7 @@ __all__ = [
     "RankJob",
     "RankStates",
     "World",
+    "latest_checkpoint",
     "mean_over_ranks",
     "resolve_world",
     "seed_everything",

@@ -1,4 +1,5 @@
-"""Rank-level helpers: identical seeding, means over ranks, every rank's resumable state.
+"""Rank-level helpers: identical seeding, means over ranks, every rank's resumable state, rank
+0's newest checkpoint on every rank (only rank 0's machine may hold it: a node-local run folder).
 
 ``RankStates`` wraps one object per rank that follows tj-data's state protocol
 (``state_dict()`` / ``load_state_dict(state)``, no arguments): only rank 0 writes the checkpoint,
@@ -8,13 +9,22 @@ so saving gathers every rank's state (a collective) and loading gives each rank 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["RankStates", "mean_over_ranks", "seed_everything", "sum_over_ranks"]
+import tj_dist
+
+__all__ = [
+    "RankStates",
+    "latest_checkpoint",
+    "mean_over_ranks",
+    "seed_everything",
+    "sum_over_ranks",
+]
 
 
 def _initialized() -> bool:
@@ -70,3 +80,13 @@ class RankStates:
                 f"{dist.get_world_size() if _initialized() else 1}: resume with the same ranks"
             )
         self.obj.load_state_dict(ranks[rank])
+
+
+def latest_checkpoint(folder: Path) -> Any:
+    """``tj_dist.load_latest(folder)`` as rank 0 reads it, on every rank (a broadcast): under
+    torchrun with node-local run folders only rank 0's machine holds the checkpoints."""
+    if not _initialized() or dist.get_world_size() == 1:
+        return tj_dist.load_latest(folder)
+    box = [tj_dist.load_latest(folder) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
