@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "make_policy",
         ],
         "advanced_mp": ["AdvancedMaxPressurePolicy"],
+        "dz_protect": ["DilemmaProtectedPolicy"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],
         "actuated_net": ["ActuatedSpec", "actuated_net", "tls_types"],
         "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],

@@ -21,6 +21,9 @@ features and respects ``action_mask``) plus the env's static topology at ``reset
 - ``mixed``: another baseline (``base``, default fixed-time) whose decision is replaced, with
   probability ``switch_prob``, by a random feasible green: diverse but plausible behaviour data
   for phase-1 recording (pure random switching rarely lets queues form and clear).
+- ``dz-protected``: another baseline (``base``, default max-occupancy) whose green ends wait, up to
+  max green, while the dilemma zone of the lanes losing green is occupied
+  (``tj_rl.control.dz_protect``): the safe end of the delay-safety frontier.
 - ``scenario-program`` and ``sumo-actuated``: the baselines users deploy, SUMO programs run by
   SUMO (``tj_rl.control.programs``).
 
@@ -36,6 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tj_rl.control.advanced_mp import AdvancedMaxPressurePolicy
+from tj_rl.control.dz_protect import DilemmaProtectedPolicy
 from tj_rl.control.programs import ScenarioProgramPolicy, SumoActuatedPolicy
 from tj_rl.env.core import TrafficSignalCore
 
@@ -201,6 +205,7 @@ POLICIES = {
     "advanced-mp": AdvancedMaxPressurePolicy,
     "random": RandomPolicy,
     "mixed": MixedPolicy,
+    "dz-protected": DilemmaProtectedPolicy,
     "scenario-program": ScenarioProgramPolicy,
     "sumo-actuated": SumoActuatedPolicy,
 }
@@ -236,7 +241,7 @@ def describe_policy(policy: Policy | str) -> str:
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """A baseline by name (``fixed-time``, ``max-pressure``, ``greedy``, ``max-occupancy``,
-    ``advanced-mp``, ``random``, ``mixed``, ``scenario-program``, ``sumo-actuated``)."""
+    ``advanced-mp``, ``random``, ``mixed``, ``dz-protected``, ``scenario-program``, ``sumo-actuated``)."""
     if name not in POLICIES:
         raise ValueError(f"policy {name!r} unknown; choose one of {sorted(POLICIES)}")
     return POLICIES[name](**kwargs)

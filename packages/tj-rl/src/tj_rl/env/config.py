@@ -30,6 +30,7 @@ COST_NAMES: tuple[str, ...] = (
     "emergency_braking",
     "teleport",
     "collision",
+    "dilemma_zone",
 )
 
 
@@ -41,8 +42,9 @@ class EnvConfig:
     gui: bool = False  # traci only: SUMO in sumo-gui, to watch a policy (closes at the end)
     gui_delay_ms: float = 100.0  # sumo-gui's wait per simulation step, milliseconds
     delta_time: float = 10.0
-    yellow_time: float = 3.0
-    all_red_time: float = 2.0
+    # seconds, or "ite": per light from its approach speed and junction width (clearance.py)
+    yellow_time: float | Literal["ite"] = 3.0
+    all_red_time: float | Literal["ite"] = 2.0
     min_green: float = 10.0
     max_green: float = 60.0
     reward: str | Callable[[], Any] = "diff-waiting-time"
@@ -62,6 +64,10 @@ class EnvConfig:
     reader: ReaderName = "subscription"
     ttc_threshold: float = 2.0
     hard_brake_decel: float = 4.5
+    # Type-II dilemma zone (s of travel to the stop line) and the speed (m/s) above which a vehicle
+    # counts in it at a green end: the ``dilemma_zone`` cost (README "Costs", dilemma.py)
+    dilemma_zone: tuple[float, float] = (2.5, 5.5)
+    dilemma_min_speed: float = 5.0
     cost_weights: Mapping[str, float] = field(
         default_factory=lambda: dict.fromkeys(COST_NAMES, 1.0)
     )
@@ -99,8 +105,18 @@ class EnvConfig:
         for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel", "reward_scale"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")
+        for name in ("yellow_time", "all_red_time"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value != "ite":
+                raise ValueError(f"EnvConfig.{name}: {value!r}, expected seconds or 'ite'")
+        lo, hi = (float(x) for x in self.dilemma_zone)
+        if not 0 <= lo < hi:
+            raise ValueError(f"EnvConfig.dilemma_zone: {self.dilemma_zone}, need 0 <= low < high")
+        object.__setattr__(self, "dilemma_zone", (lo, hi))
+        if not float(self.dilemma_min_speed) >= 0:
+            raise ValueError(f"EnvConfig.dilemma_min_speed: {self.dilemma_min_speed}, must be >= 0")
         for name in ("yellow_time", "all_red_time", "min_green", "warmup"):
-            if float(getattr(self, name)) < 0:
+            if getattr(self, name) != "ite" and float(getattr(self, name)) < 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be >= 0")
         if not self.max_green > self.min_green:
             raise ValueError(

@@ -37,6 +37,7 @@ from tj_rl.env.actions import check_actions
 from tj_rl.env.backends import make_backend
 from tj_rl.env.config import COST_NAMES, EnvConfig, split_env_config
 from tj_rl.env.costs import cost_matrix
+from tj_rl.env.dilemma import DilemmaZone
 from tj_rl.env.errors import ScenarioError, SumoDiedError
 from tj_rl.env.features import VehicleFrame, VehicleGraph
 from tj_rl.env.graphs import split_graphs
@@ -84,6 +85,8 @@ class TrafficSignalCore:
         self.scenario = scenario
         cfg = self.config
         for name in ("delta_time", "yellow_time", "all_red_time"):
+            if getattr(cfg, name) == "ite":  # computed per light, rounded up to the step
+                continue
             value = getattr(cfg, name) / scenario.step_length
             if abs(value - round(value)) > 1e-6:
                 raise ValueError(
@@ -119,6 +122,9 @@ class TrafficSignalCore:
                 self._lanes, len(self.topology.lights))  # fmt: skip
         self._reader = (reader_for(self.topology.lights, cfg.obs_radius)
                         if cfg.reader == "native" else None)  # fmt: skip
+        self.dilemma = DilemmaZone(
+            self.topology.lights, zone=cfg.dilemma_zone, min_speed=cfg.dilemma_min_speed
+        )
         self._cost_w = np.array([cfg.cost_weights[c] for c in COST_NAMES], dtype=np.float32)
         self._session: SumoSession | None = None
         gui = cfg.gui_delay_ms if cfg.gui else None
@@ -261,6 +267,7 @@ class TrafficSignalCore:
             )
         actions = check_actions(action_dict, self.action_spaces)
         t = self._t
+        before = [shield.current for shield in self.shields.values()]
         if self._program:  # SUMO runs the programs: no decision, no veto
             decisions = [_PROGRAM] * len(self.shields)
         else:
@@ -268,6 +275,8 @@ class TrafficSignalCore:
                 decide(shield, t, actions.get(agent, shield.current))
                 for agent, shield in self.shields.items()
             ]
+        # the vehicles at this decision time (the yellow onset of every green ending now)
+        dilemma = self.dilemma.green_ends(self._batch, before, [d.applied for d in decisions])
         try:
             self._advance(t + self.config.delta_time)
             counters = self._session.counters()
@@ -278,6 +287,7 @@ class TrafficSignalCore:
                 [d.vetoed for d in decisions],
                 counters,
                 self._counters,
+                dilemma=dilemma,
                 ttc_threshold=self.config.ttc_threshold,
                 hard_brake_decel=self.config.hard_brake_decel,
                 counts=self._safety_counts,

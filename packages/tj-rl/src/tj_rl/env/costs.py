@@ -13,7 +13,7 @@ from tj_rl.env.graphs import PaddedGraphs
 
 __all__ = ["SHARED_COUNTERS", "cost_matrix", "safety_counts"]
 
-# SUMO's network-wide counters behind the last three costs, in COST_NAMES order
+# SUMO's network-wide counters behind costs 3-5, in COST_NAMES order
 SHARED_COUNTERS: tuple[str, ...] = ("emergency_braking", "teleports", "collisions")
 
 
@@ -46,18 +46,21 @@ def cost_matrix(
     counters: Mapping[str, float],
     previous: Mapping[str, float],
     *,
+    dilemma: np.ndarray | None = None,
     ttc_threshold: float,
     hard_brake_decel: float,
     counts: SafetyCounts = safety_counts,
 ) -> np.ndarray:
     """float32 [L, len(COST_NAMES)]: veto, vehicles (edge targets) in a pair with time-to-collision
     below ``ttc_threshold``, vehicles decelerating harder than ``hard_brake_decel``, and SUMO's
-    emergency braking / teleports / collisions in the interval (``counters - previous``, shared).
-    ``counts`` computes the two per-light vehicle counts (``safety_counts`` or its compiled twin)."""
+    emergency braking / teleports / collisions in the interval (``counters - previous``, shared),
+    and ``dilemma`` (per light: vehicles in the dilemma zone at its green end, ``dilemma.py``;
+    None: 0). ``counts`` computes the two per-light vehicle counts (``safety_counts`` or its compiled twin)."""
     costs = np.empty((len(vetoed), len(COST_NAMES)), np.float32)
     costs[:, 0] = vetoed
     costs[:, 1], costs[:, 2] = counts(
         batch, ttc_threshold=ttc_threshold, hard_brake_decel=hard_brake_decel
     )
-    costs[:, 3:] = [counters[k] - previous[k] for k in SHARED_COUNTERS]
+    costs[:, 3:6] = [counters[k] - previous[k] for k in SHARED_COUNTERS]
+    costs[:, 6] = 0.0 if dilemma is None else dilemma
     return costs

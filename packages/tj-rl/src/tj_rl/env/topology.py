@@ -16,12 +16,13 @@ import logging
 import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import sumolib
 
+from tj_rl.env.clearance import ite_intervals
 from tj_rl.env.errors import ScenarioError
 from tj_rl.env.scenario import Scenario, open_xml
 from tj_rl.env.shield import PhaseProgram, derive_program
@@ -201,10 +202,20 @@ def _movement_length(
 
 
 def _light(
-    net: sumolib.net.Net, tls, phases, *, yellow: float, all_red: float, reach: float
+    net: sumolib.net.Net,
+    tls,
+    phases,
+    *,
+    yellow: float | str,
+    all_red: float | str,
+    reach: float,
+    step: float,
 ) -> LightTopology:
     tls_id = tls.getID()
-    program = derive_program(tls_id, phases, yellow_time=yellow, all_red_time=all_red)
+    ite = "ite" in (yellow, all_red)
+    program = derive_program(
+        tls_id, phases, yellow_time=0.0 if ite else yellow, all_red_time=0.0 if ite else all_red
+    )
     n_links = program.n_links
     links: list[tuple[str, str, str]] = [("", "", "")] * n_links
     for in_lane, out_lane, index in tls.getConnections():
@@ -220,6 +231,13 @@ def _light(
     vehicle_links = [lk for lk in links if lk[0]]  # others: crossings, unused indices
     if not vehicle_links:
         raise ScenarioError(f"traffic light {tls_id!r}: controls no vehicle connection")
+    if ite:  # per light from its approach speed (clearance.py)
+        y, r = ite_intervals(net, vehicle_links, step=step)
+        program = replace(
+            program,
+            yellow_time=y if yellow == "ite" else float(yellow),
+            all_red_time=r if all_red == "ite" else float(all_red),
+        )
     in_lanes = tuple(dict.fromkeys(a for a, _, _ in vehicle_links))
     out_lanes = tuple(dict.fromkeys(b for _, b, _ in vehicle_links))
     nodes = {net.getLane(a).getEdge().getToNode() for a in in_lanes}
@@ -254,9 +272,10 @@ def _light(
 
 
 def read_topology(
-    scenario: Scenario, *, yellow_time: float, all_red_time: float, reach: float
+    scenario: Scenario, *, yellow_time: float | str, all_red_time: float | str, reach: float
 ) -> NetTopology:
-    """Read the controlled lights of ``scenario`` (all lights when ``scenario.tls_ids`` is None)."""
+    """Read the controlled lights of ``scenario`` (all lights when ``scenario.tls_ids`` is None);
+    ``"ite"`` for a clearance time computes it per light (``clearance.ite_intervals``)."""
     net = _read_net(scenario.net_file)
     tls_by_id = {t.getID(): t for t in net.getTrafficLights()}
     progs = _programs(net, scenario.additional_files)
@@ -282,6 +301,7 @@ def read_topology(
                     yellow=yellow_time,
                     all_red=all_red_time,
                     reach=reach,
+                    step=scenario.step_length,
                 )
             )
         except ScenarioError as exc:
