@@ -14,7 +14,8 @@ DOCS = Path(__file__).resolve().parents[3] / "docs"
 RESULTS = ("quant.json", "monitor-dist.json", "data-loader-cache-models.json", "phase1-3.json",
            "env.json", "variants=phase2-variants.json", "grid=phase2-grid.json",
            "fresh=phase1-fresh.json", "ceiling=env-ceiling.json",
-           "imitation=phase2-imitation.json")  # fmt: skip
+           "imitation=phase2-imitation.json", "sims1=phase2-sims1.json",
+           "sims8=phase2-sims8.json")  # fmt: skip
 
 
 def test_benchmarks_md_is_the_rendered_template() -> None:

@@ -72,6 +72,13 @@ def test_phase2_readings(tmp_path: Path) -> None:
     assert got["uss_left"].value == pytest.approx(6.0) and got["peak_tree_pss"].value == 1536
     bare = {r.name for r in phase2_readings(result, evaluation, 600.0, baselines=False)}
     assert not any(n.startswith("baseline/") for n in bare)
+    assert "env_steps_per_s" not in got  # no metrics rows given
+    rows = [{"env_steps_per_s": 100.0, "time/iteration_s": 10.0},  # 1,000 steps in 10 s
+            {"env_steps_per_s": 300.0, "time/iteration_s": 5.0},  # 1,500 steps in 5 s
+            {"validation/avg_delay": 7.0}]  # a row without timing is skipped
+    speed = {r.name: r for r in phase2_readings(result, evaluation, 600.0, baselines=False,
+                                                rows=rows)}["env_steps_per_s"]  # fmt: skip
+    assert speed.value == pytest.approx(2500 / 15) and speed.better == "higher"
 
 
 def _done(run: Path, scenario: str) -> Path:

@@ -48,6 +48,7 @@ TINY_PHASE2 = [
     "--set", "phase2.imitation.episodes=2", "--set", "phase2.imitation.dagger_episodes=1",
     "--set", "phase2.imitation.clone.epochs=3", "--set", "phase2.validation.route_seeds=[5001]",
     "--set", "phase2.validation.sumo_seeds=[80001]",
+    "--set", "phase2.sims_per_runner=2",  # the smoke profile's parallel sampling, 2 children
 ]  # fmt: skip
 
 

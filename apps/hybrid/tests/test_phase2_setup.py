@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tj_hybrid.config import ConfigError, load_config
-from tj_hybrid.rl_setup import DRIVER_PSS, RUNNER_PSS, env_runner_count
+from tj_hybrid.rl_setup import DRIVER_PSS, RUNNER_PSS, SIM_PSS, env_runner_count
 
 GIB = 2**30
 
@@ -21,11 +21,50 @@ def test_env_runners_as_asked_else_from_cpus_and_memory() -> None:
     assert env_runner_count(None, cpus=4, budget=64 * GIB) == 2
 
 
+def test_simulation_children_count_against_the_memory_budget() -> None:
+    """With ``sims_per_runner`` > 1 each runner and the driver also hold that many children."""
+    budget = int(0.6 * 16 * GIB)
+    n8 = env_runner_count(None, cpus=32, budget=budget, sims=8)
+    assert n8 == (budget - DRIVER_PSS - 8 * SIM_PSS) // (RUNNER_PSS + 8 * SIM_PSS)
+    assert n8 < env_runner_count(None, cpus=32, budget=budget, sims=1)
+    assert env_runner_count(None, cpus=32, budget=budget, sims=1) == env_runner_count(
+        None, cpus=32, budget=budget)
+
+
+def test_sims_per_runner_selects_the_parallel_env_runner() -> None:
+    """``phase2.sims_per_runner: 4``: PPO samples 4 process envs per runner through
+    ``ParallelEnvRunner``; 1 keeps the plain env in the runner's process."""
+    from pathlib import Path
+
+    from tj_hybrid.rl_setup import RLSetup, build_ppo
+    from tj_rl.env import EnvConfig, Scenario
+    from tj_rl.rllib import ParallelEnvRunner, ProcessTrafficSignalEnv, TrafficSignalEnv
+    from tj_rl.traffic import DemandSet, DemandSpec
+
+    root = Path(__file__).resolve().parents[3]
+    scenario = Scenario.from_sumocfg(root / "configs/scenarios/default/default.sumocfg")
+    none = DemandSet(name="none", files=(), specs=(DemandSpec(rates=(600.0,)),))
+
+    def setup_of(sims: int):
+        cfg = load_config(profile="smoke", overrides=[f"phase2.sims_per_runner={sims}"]).config
+        setup = RLSetup(scenario=scenario, env=EnvConfig(), pool_files=(), held_out=none,
+                        held_out_heavy=none, env_runners=0, max_lanes=0)  # fmt: skip
+        return build_ppo(cfg, setup, None)
+
+    four, one = setup_of(4), setup_of(1)
+    assert four.env is ProcessTrafficSignalEnv and four.num_envs_per_env_runner == 4
+    assert four.env_runner_cls is ParallelEnvRunner
+    assert one.env is TrafficSignalEnv and one.num_envs_per_env_runner == 1
+    assert one.env_runner_cls is None
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("phase2.ppo.minibatch=4096", "exceeds train_batch"),
     ("phase2.demand.heldout_seeds=[1]", "overlap the training route seeds"),
     ("phase2.policy=transformer", "phase2.policy"),
     ("phase2.env_runners=-1", "env_runners must be >= 0"),
+    ("phase2.sims_per_runner=0", "sims_per_runner must be > 0"),
+    ("phase2.torch_threads=0", "torch_threads must be > 0"),
     ("phase2.validation.route_seeds=[3]", "training or held-out route seeds"),
     ("phase2.validation.route_seeds=[10001]", "training or held-out route seeds"),
     ("phase2.validation.sumo_seeds=[90001]", "overlap eval.sumo_seeds"),

@@ -90,3 +90,23 @@ def test_spread_and_metrics_table_spread(default_sc: Scenario) -> None:
     for k, (mean, std) in table.summary().items():
         assert s[k].mean == pytest.approx(mean, nan_ok=True)
         assert s[k].std == pytest.approx(std, nan_ok=True) and s[k].min <= s[k].max
+
+
+def test_worse_than_fixed_time_pairs_episodes_on_the_same_traffic() -> None:
+    """Each episode is compared with fixed-time's on the same (window, route file, SUMO seed);
+    a NaN delay (nothing finished: a gridlock) counts as worse; the legend says the counts."""
+    from tj_rl.eval import HeldOutTable
+
+    def row(policy: str, route: int, seed: int, delay: float) -> dict:
+        return {"policy": policy, "route_index": route, "window_index": 0, "seed": seed,
+                "avg_delay": delay}  # fmt: skip
+
+    table = HeldOutTable(policies=("fixed-time", "agent", "other"), rows=[
+        row("fixed-time", 0, 1, 20.0), row("fixed-time", 1, 1, 10.0),
+        row("agent", 0, 1, 12.0), row("agent", 1, 1, 11.0),  # better on average, loses one
+        row("other", 1, 1, math.nan), row("other", 0, 1, 19.0),  # order does not matter
+    ])  # fmt: skip
+    assert table.worse_than() == {"agent": (1, 2), "other": (1, 2)}
+    assert table.worse_than("agent") == {"fixed-time": (1, 2), "other": (2, 2)}
+    assert "`fixed-time` on the same traffic and SUMO seed: agent 1/2, other 1/2." in table.legend()
+    assert "fixed-time" not in HeldOutTable(policies=("agent",), rows=[]).legend()

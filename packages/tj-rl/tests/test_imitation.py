@@ -165,7 +165,8 @@ def test_imitation_coefficient_fades_linearly() -> None:
 def test_one_ppo_iteration_with_the_imitation_term(local_ray, short: Scenario,
                                                    demos: Demonstrations, tmp_path: Path) -> None:  # fmt: skip
     """The learner starts from the clone and logs the KL to it with the full coefficient (no
-    env step sampled before the first update)."""
+    env step sampled before the first update); restored from its checkpoint, it goes on with the
+    coefficient of the steps sampled so far, not the full one again."""
     from ray.rllib.algorithms.ppo import PPOConfig
 
     from tj_rl.rllib import TrafficSignalEnv, shared_module_spec, shared_policy_mapping
@@ -193,6 +194,8 @@ def test_one_ppo_iteration_with_the_imitation_term(local_ray, short: Scenario,
     try:
         start = algo.learner_group.get_weights([SHARED_POLICY])[SHARED_POLICY]
         result = algo.train()
+        sampled = int(result["env_runners"]["num_env_steps_sampled_lifetime"])
+        algo.save_to_path(str(tmp_path / "ckpt"))
     finally:
         algo.stop()
     want = module.controller.state_dict()
@@ -200,3 +203,13 @@ def test_one_ppo_iteration_with_the_imitation_term(local_ray, short: Scenario,
     learner = result["learners"][SHARED_POLICY]
     assert learner["imitation_coeff"] == pytest.approx(0.5)
     assert 0.0 <= learner["imitation_kl"] < 1.0  # the policy starts as the clone
+
+    # resumed: the first update continues the fade where the checkpoint left it
+    again = config.build_algo()
+    try:
+        again.restore_from_path(str(tmp_path / "ckpt"))
+        resumed = again.train()["learners"][SHARED_POLICY]
+    finally:
+        again.stop()
+    assert sampled > 0
+    assert resumed["imitation_coeff"] == pytest.approx(0.5 * (1 - sampled / 1000))

@@ -180,6 +180,36 @@ def test_forward_train_outputs_values(module, spaces) -> None:
     )
 
 
+def test_sampling_forwards_skip_the_mode_flip_only_without_mode_layers(spaces) -> None:
+    """Without dropout the sampling forwards leave the module's mode alone and equal RLlib's own
+    (eval-mode) forward; with dropout RLlib's flip to eval mode still happens."""
+    from ray.rllib.core.rl_module.torch import TorchRLModule
+
+    obs = _sample_obs(spaces[0], np.random.default_rng(3), 4)
+    batch = {Columns.OBS: _to_batch(obs)}
+    plain = _build(spaces)
+    plain.train()
+    calls: list[bool] = []
+    plain.controller.register_forward_hook(lambda m, i, o: calls.append(m.training))
+    for fwd in ("forward_exploration", "forward_inference"):
+        ours = getattr(plain, fwd)(batch)[Columns.ACTION_DIST_INPUTS]
+        rllib = getattr(TorchRLModule, fwd)(plain, batch)[Columns.ACTION_DIST_INPUTS]
+        torch.testing.assert_close(ours, rllib)
+        assert plain.training
+    assert calls == [True, False, True, False]  # ours ran in train mode, RLlib's in eval mode
+
+    base = TrafficAgentConfig.preset("tiny").controller
+    dropout = GraphModuleConfig(controller=replace(base, dropout=0.5))
+    noisy = _build(spaces, dropout)
+    noisy.train()
+    modes: list[bool] = []
+    noisy.controller.register_forward_hook(lambda m, i, o: modes.append(m.training))
+    a = noisy.forward_exploration(batch)[Columns.ACTION_DIST_INPUTS]
+    b = noisy.forward_exploration(batch)[Columns.ACTION_DIST_INPUTS]
+    torch.testing.assert_close(a, b)  # eval mode: dropout off, deterministic
+    assert modes == [False, False] and noisy.training
+
+
 # ---------------------------------------------------------------------- lights that differ
 def _city_scenario(out: Path) -> Scenario:
     """SUMO's OSM city net (``tools/game/DRT``) with 2 minutes of random trips (its own demand

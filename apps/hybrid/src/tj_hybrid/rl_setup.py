@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DRIVER_PSS",
     "RUNNER_PSS",
+    "SIM_PSS",
     "RLSetup",
     "build_ppo",
     "env_runner_count",
@@ -79,20 +80,25 @@ class RLSetup:
 # learner ~720 MiB plus Ray's own processes (GCS, raylet, agents, log monitor) ~330 MiB.
 RUNNER_PSS = 700 * 2**20
 DRIVER_PSS = 1100 * 2**20
+# A simulation child of ``phase2.sims_per_runner`` > 1 (python + the env + libsumo, no torch):
+# ~80 MiB PSS each on the embedded net (tj-rl's tests/test_process_env.py starts them).
+SIM_PSS = 80 * 2**20
 
 
 def env_runner_count(requested: int | None, cpus: int | None = None,
-                     budget: int | None = None) -> int:  # fmt: skip
+                     budget: int | None = None, sims: int = 1) -> int:  # fmt: skip
     """Env runner processes: as asked, else one per CPU left after the driver and learner, and
     no more than the memory budget holds next to the driver (0: the driver samples itself, the
-    only choice on a 1-2 core machine or a small budget)."""
+    only choice on a 1-2 core machine or a small budget). ``sims`` > 1: each runner (and the
+    driver) also holds that many simulation children."""
     if requested is not None:
         return requested
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
     by_cpu = max(0, cpus - 2)
     if budget is None:
         return by_cpu
-    return min(by_cpu, max(0, (budget - DRIVER_PSS) // RUNNER_PSS))
+    children = sims * SIM_PSS if sims > 1 else 0
+    return min(by_cpu, max(0, (budget - DRIVER_PSS - children) // (RUNNER_PSS + children)))
 
 
 def _agent_lanes(agent_dir: Path | None) -> int | None:
@@ -154,7 +160,7 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
         temp_dir.mkdir(parents=True, exist_ok=True)
     TrafficSignalCore(env, scenario=scenario).close()  # spaces check: fails here, not in Ray
     budget = cfg.memory.budget_bytes(memory_limit())
-    runners = env_runner_count(p2.env_runners, budget=budget)
+    runners = env_runner_count(p2.env_runners, budget=budget, sims=p2.sims_per_runner)
     if p2.env_runners is None:
         log.info("RL setup: %d env runner(s) (%d CPUs, memory budget %.1f GiB)", runners,
                  os.cpu_count() or 1, budget / 2**30)  # fmt: skip
@@ -176,6 +182,8 @@ def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None, *,
 
     from tj_rl.rllib import (
         GraphModuleConfig,
+        ParallelEnvRunner,
+        ProcessTrafficSignalEnv,
         TrafficCallbacks,
         TrafficSignalEnv,
         lane_mlp_spec,
@@ -194,14 +202,18 @@ def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None, *,
         load_controller=clone is not None,
     )
     spec = lane_mlp_spec() if p2.policy == "lane-mlp" else shared_module_spec(module)
-    config = PPOConfig().environment(TrafficSignalEnv, env_config=setup.env_config())
+    sims = p2.sims_per_runner
+    env_cls = ProcessTrafficSignalEnv if sims > 1 else TrafficSignalEnv
+    config = PPOConfig().environment(env_cls, env_config=setup.env_config())
     config = config.callbacks(TrafficCallbacks)  # costs, shield vetoes, SUMO deaths per episode
     config = config.env_runners(
         num_env_runners=setup.env_runners,
-        num_envs_per_env_runner=1,
+        num_envs_per_env_runner=sims,
         num_cpus_per_env_runner=1 if setup.env_runners else 0,
         sample_timeout_s=600,
     )
+    if sims > 1:  # the sub-envs step in parallel children, their lights in one forward
+        config = config.env_runners(env_runner_cls=ParallelEnvRunner)
     config = config.learners(
         num_learners=0, num_gpus_per_learner=1 if torch.cuda.is_available() else 0
     )

@@ -14,7 +14,7 @@ from tj_bench.measure import ratio
 from tj_hybrid import Evaluation, HeldOutSet, Phase1Summary, PhaseResult
 
 __all__ = ["BASELINES", "Reading", "cache_speedup", "phase1_readings", "phase2_readings",
-           "phase3_readings"]  # fmt: skip
+           "phase3_readings", "training_speed"]  # fmt: skip
 
 MIB, GIB = 2**20, 2**30
 BASELINES = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-mp",
@@ -62,12 +62,24 @@ def _means(held: HeldOutSet, policy: str, *metrics: str) -> list[float]:
     return [held.means(m).get(policy, math.nan) for m in metrics]
 
 
+def training_speed(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Env steps per second of PPO training (sampling and learning) over a run's iterations:
+    sampled steps / iteration time, both summed (NaN without rows)."""
+    timed = [(r["env_steps_per_s"], r["time/iteration_s"]) for r in rows
+             if "env_steps_per_s" in r and "time/iteration_s" in r]  # fmt: skip
+    total = sum(t for _, t in timed)
+    return sum(v * t for v, t in timed) / total if total > 0 else math.nan
+
+
 def phase2_readings(result: PhaseResult, evaluation: Evaluation, wall_s: float,
-                    *, baselines: bool) -> list[Reading]:  # fmt: skip
+                    *, baselines: bool, rows: Sequence[Mapping[str, Any]] = ()) -> list[Reading]:  # fmt: skip
     """One phase-2 run: held-out avg delay and low-TTC cost of its policy (``policy``; and of
     the baselines under ``baseline/`` when ``baselines``) on the normal and the ~30% heavier set,
-    its training and total wall time, peak tree PSS and the tree USS it left behind."""
+    its training and total wall time, peak tree PSS and the tree USS it left behind; with its
+    metrics log's ``rows``, the training speed (``env_steps_per_s``)."""
     out = [_lower("wall", wall_s, "s"), *_memory(result.metrics)]
+    if rows:
+        out.append(Reading("env_steps_per_s", training_speed(rows), "steps/s", "higher"))
     for label in SETS:
         held: HeldOutSet = getattr(evaluation, label)
         delay, low = _means(held, "phase2", "avg_delay", "cost_low_ttc")

@@ -6,7 +6,8 @@ in the loop; RLlib's own share (connectors, episode bookkeeping, action sampling
 ``sampling_rounds`` runs in a spawned child process (``tj_monitor.run_in_child``: Ray, RLlib and
 libsumo never enter the runner), which builds PPO like phase 2 does with ``num_env_runners=0``;
 the bare env runs in a process of its own again, since libsumo holds one simulation per process
-and the local env runner's is open in the child.
+and the local env runner's is open in the child. The forward is timed at the batch one env-runner
+step gives it: the lights of ``phase2.sims_per_runner`` simulations.
 """
 
 from __future__ import annotations
@@ -51,20 +52,23 @@ def _bare_env(setup: Any, decisions: int, seed: int) -> tuple[float, list[dict]]
         env.close()
 
 
-def _forward_s(module: Any, observations: list[dict]) -> float:
-    """s per ``forward_exploration`` of one decision's observation (batch of 1)."""
+def _forward_s(module: Any, observations: list[dict], batch: int) -> float:
+    """s per decision of ``forward_exploration`` on batches of ``batch`` observations (the
+    decisions one env-runner step scores at once: lights x simulations per runner)."""
     import torch
     from ray.rllib.core.columns import Columns
 
+    groups = [observations[i:i + batch] for i in range(0, len(observations) - batch + 1, batch)]
     batches = [
-        {k: torch.from_numpy(np.asarray(v)[None]) for k, v in o.items()} for o in observations
+        {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in g])) for k in g[0]}
+        for g in groups
     ]
     with torch.no_grad():
         module.forward_exploration({Columns.OBS: batches[0]})  # warm-up
         t0 = time.perf_counter()
         for b in batches:
             module.forward_exploration({Columns.OBS: b})
-    return (time.perf_counter() - t0) / len(batches)
+    return (time.perf_counter() - t0) / (len(batches) * batch)
 
 
 def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, work: Path,
@@ -86,9 +90,10 @@ def _measure(profile: str | None, overrides: Sequence[str], agent: Path | None, 
             runner = algo.env_runner
             module = runner.module[SHARED_POLICY]
             runner.sample(num_timesteps=64)  # warm-up: env started, connectors built
+            lights = len(runner.env.envs[0].unwrapped.possible_agents)
             for r in range(rounds):
                 env_s, observations = run_in_child(_bare_env, setup, decisions, 100 + r)
-                fwd_s = _forward_s(module, observations)
+                fwd_s = _forward_s(module, observations, lights * cfg.phase2.sims_per_runner)
                 t0 = time.perf_counter()
                 episodes = runner.sample(num_timesteps=decisions)
                 rl_s = (time.perf_counter() - t0) / sum(len(e) for e in episodes)

@@ -32,6 +32,7 @@ QUICK_PHASE2 = (
     "phase2.imitation.candidates=[fixed-time,max-occupancy]", "phase2.imitation.episodes=2",
     "phase2.imitation.dagger_episodes=1", "phase2.imitation.clone.epochs=3",
     "phase2.validation.route_seeds=[5001]", "phase2.validation.sumo_seeds=[80001]",
+    "phase2.sims_per_runner=2",  # the smoke profile's parallel sampling, 2 children
 )  # fmt: skip
 # A tiny but real phase 3: 3 PPO-Lagrangian iterations of 64 decisions, 2 ranks, 1 collector each.
 QUICK_PHASE3 = (

@@ -22,7 +22,7 @@ from tj_bench.suites._phase_app import AppArgs, record_setup, split_sets
 from tj_bench.suites._phase_chain import VARIANTS, phase1_base, phase2_args, run_phase2
 from tj_bench.suites._phase_read import phase2_readings
 from tj_bench.suites._phase_sampling import sampling_rounds
-from tj_hybrid import phase_dir, read_evaluation, read_result
+from tj_hybrid import phase_dir, read_evaluation, read_metrics, read_result
 
 __all__ = ["SUITE"]
 
@@ -68,8 +68,9 @@ def run(ctx: SuiteContext) -> None:
     graph_runs = []
     with ThreadPoolExecutor(max(1, parallel)) as pool:
         for variant, run_dir, wall in ctx.progress(pool.map(one, jobs), "phase-2 runs", len(jobs)):
+            rows = read_metrics(run_dir, "2")
             for r in phase2_readings(read_result(run_dir, "2"), read_evaluation(run_dir, "2"), wall,
-                                     baselines=variant == variants[0]):  # fmt: skip
+                                     baselines=variant == variants[0], rows=rows):  # fmt: skip
                 name = r.name if r.name.startswith("baseline/") else f"{variant}/{r.name}"
                 ctx.record(name, r.value, unit=r.unit, better=r.better)
             if variant == "graph":

@@ -195,6 +195,13 @@ class Phase2Section:
     # the held-out evaluation runs every one (phase 3 trains and evaluates on the same)
     windows: TimeWindows = None
     env_runners: int | None = None  # None: from the CPUs and the memory budget
+    # simulations each env runner (or the driver, with 0 runners) steps at once, each libsumo in
+    # its own child process, their lights batched into one forward (tj_rl.rllib.ParallelEnvRunner):
+    # 1 is the plain env in the runner's process. See the README, "Throughput".
+    sims_per_runner: int = 1
+    # torch threads of the driver's sampling and CPU learner: one, because a 2-thread OpenMP pool
+    # spin-waits between a small network's ops (training/threads.py has the measurements)
+    torch_threads: int = 1
     reward: Literal["queue", "pressure", "diff-waiting-time", "delay"] = "queue"
     reward_scale: float = 0.02  # returns of a few units: a critic fits them fast
     gnn: Literal["frozen", "finetune", "random"] = "frozen"
@@ -220,6 +227,7 @@ class Phase2Section:
         if set(v.sumo_seeds) & set(self.eval.sumo_seeds):
             raise ValueError("validation.sumo_seeds overlap eval.sumo_seeds")
         check_windows(self.windows)
+        positive(self, "sims_per_runner", "torch_threads")
         if self.env_runners is not None and self.env_runners < 0:
             raise ValueError(f"env_runners must be >= 0, got {self.env_runners}")
         if self.keep_checkpoints < 1:

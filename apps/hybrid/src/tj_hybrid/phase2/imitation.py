@@ -145,10 +145,11 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
     from tj_rl.rllib import export_agent
 
     im, t0 = cfg.phase2.imitation, time.perf_counter()
-    teacher, scores = _pick_teacher(cfg, setup)
     done = out / "imitation.json"
     if done.is_file() and (out / "clone" / "config.json").is_file():
-        return ImitationOutcome.read(done)  # a resumed run: cloned before
+        return ImitationOutcome.read(done)  # a resumed run: cloned (and chose) before
+    # an explicit teacher is still scored: the clone is compared with it on validation
+    teacher, scores = _pick_teacher(cfg, setup)
     import torch
 
     torch.manual_seed(cfg.run.seed)  # the controller's initial weights: a seeded run repeats

@@ -18,6 +18,7 @@ from tj_hybrid.phase2.validation import CheckpointSelector
 from tj_hybrid.progress import StepProgress
 from tj_hybrid.rl_setup import RLSetup, build_ppo
 from tj_hybrid.run_dir import PhaseDir
+from tj_hybrid.training.threads import torch_threads
 from tj_monitor import LoggerConfig, MetricsLogger, publish_dir
 
 __all__ = ["export_policy", "fresh_agent_config", "latest_checkpoint", "train_ppo"]
@@ -78,6 +79,14 @@ def train_ppo(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: P
     """Train; returns (the final checkpoint, per-iteration metrics). Ray must be running.
     ``clone``: start from this behaviour-cloned agent (``build_ppo``); ``selector``: score every
     checkpoint on validation traffic (early stopping)."""
+    with torch_threads(cfg.phase2.torch_threads):
+        return _train(cfg, setup, pdir, agent_dir=agent_dir, resume=resume, clone=clone,
+                      lights=lights, selector=selector)  # fmt: skip
+
+
+def _train(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: Path | None,
+           resume: bool, clone: Path | None, lights: int, selector: CheckpointSelector | None,
+           ) -> tuple[Path, list[dict[str, float]]]:  # fmt: skip
     from tj_rl.rllib.module import SHARED_POLICY
 
     p2 = cfg.phase2

@@ -73,11 +73,38 @@ class HeldOutTable:
             lines.append("| " + " | ".join([pol, str(n), *cells]) + " |")
         return "\n".join(lines)
 
+    def worse_than(self, reference: str = "fixed-time",
+                   metric: str = "avg_delay") -> dict[str, tuple[int, int]]:  # fmt: skip
+        """Per policy: (episodes with a higher ``metric`` than ``reference`` on the same window,
+        route file and SUMO seed, episodes compared). A deployable controller has 0 of them
+        against fixed-time: one gridlocked episode is a failure whatever the mean (NaN rows,
+        e.g. no vehicle finished, count as worse)."""
+        ref = {_episode_key(r): r[metric] for r in self.rows if r["policy"] == reference}
+        out: dict[str, tuple[int, int]] = {}
+        for pol in self.policies:
+            if pol == reference:
+                continue
+            pairs = [(r[metric], ref[k]) for r in self.rows
+                     if r["policy"] == pol and (k := _episode_key(r)) in ref]  # fmt: skip
+            worse = sum(not (v <= base) for v, base in pairs)  # NaN: not better, so worse
+            out[pol] = (worse, len(pairs))
+        return out
+
     def legend(self) -> str:
-        """Markdown lines under the table: the windows evaluated and how each policy decides."""
+        """Markdown lines under the table: the windows evaluated, how each policy decides and,
+        when fixed-time ran, how many episodes each policy lost to it on the same traffic."""
         lines = [f"Time windows: {'; '.join(self.windows)}."] if self.windows else []
         lines += [f"- `{p}`: {self.labels[p]}" for p in self.policies if p in self.labels]
+        if "fixed-time" in self.policies and len(self.policies) > 1:
+            losses = ", ".join(f"{p} {w}/{n}" for p, (w, n) in self.worse_than().items())
+            lines.append(f"Episodes with a higher avg delay than `fixed-time` on the same "
+                         f"traffic and SUMO seed: {losses}.")  # fmt: skip
         return "\n".join(lines)
+
+
+def _episode_key(row: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The traffic of a row: (window, route file, SUMO seed)."""
+    return int(row.get("window_index", 0)), int(row.get("route_index", 0)), int(row["seed"])
 
 
 def _named(policies: Mapping[str, Policy | str] | Sequence[Policy | str] | str) -> dict[str, Any]:

@@ -10,7 +10,8 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
-        "env": ["TrafficSignalEnv"],
+        "env": ["ProcessTrafficSignalEnv", "TrafficSignalEnv"],
+        "vector": ["ParallelEnvRunner", "ParallelVectorEnv"],
         "module": [
             "SHARED_POLICY",
             "GraphModuleConfig",

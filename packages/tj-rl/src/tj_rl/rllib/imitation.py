@@ -7,7 +7,9 @@ free to beat it).
 
 Configure with ``imitation_learner(config, agent_dir=..., coeff=..., decay_env_steps=...)``; the
 settings travel in RLlib's ``learner_config_dict`` under ``IMITATION_KEY``. The coefficient is a
-function of RLlib's lifetime env-step counter, so a restored checkpoint continues the schedule.
+function of RLlib's lifetime env-step counter as of the learner's last update; the counter is
+part of the learner's state, so a restored checkpoint continues the schedule where it stopped
+(its first update does not start over at the full coefficient).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 __all__ = ["IMITATION_KEY", "ImitationPPOLearner", "imitation_coeff", "imitation_learner"]
 
 IMITATION_KEY = "tj_imitation"
+_STEPS_STATE = "tj_imitation_env_steps"  # the learner state's key of the schedule's counter
 
 
 def imitation_coeff(coeff: float, decay_env_steps: int, env_steps: int) -> float:
@@ -91,3 +94,14 @@ class ImitationPPOLearner(PPOTorchLearner):
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         super().after_gradient_based_update(timesteps=timesteps)
         self._env_steps = int(timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:  # fmt: skip
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state[_STEPS_STATE] = self._env_steps
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        if _STEPS_STATE in state:
+            self._env_steps = int(state[_STEPS_STATE])

@@ -26,7 +26,7 @@ from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
-from torch import Tensor
+from torch import Tensor, nn
 
 from tj_models import (
     PRESETS,
@@ -174,6 +174,7 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         # the one actor, over this module's own networks (a plain object: not registered twice)
         self.actor = Actor(self.gnn, self.controller, frozen_gnn=self.frozen_gnn,
                            validate=cfg.validate)  # fmt: skip
+        self._no_mode_layers = not any(_mode_dependent(m) for m in self.modules())
 
     def train(self, mode: bool = True) -> TrafficRLModule:
         """As ``nn.Module.train``; a frozen GNN stays in eval mode (as in ``TrafficAgent``)."""
@@ -183,6 +184,24 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         return self
 
     # ------------------------------------------------------------------ forward passes
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """RLlib's, without its eval/train flip around every sampling forward when no layer
+        depends on the mode (the flip walks the module tree twice per env step: 22% of phase 2's
+        sampling time measured on the tiny preset)."""
+        if self._mode_free():
+            return self._forward_exploration(batch, **kwargs)
+        return super().forward_exploration(batch, **kwargs)
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """As ``forward_exploration``: the flip is skipped when no layer depends on the mode."""
+        if self._mode_free():
+            return self._forward_inference(batch, **kwargs)
+        return super().forward_inference(batch, **kwargs)
+
+    def _mode_free(self) -> bool:
+        """No dropout with p > 0 and no batch norm: train and eval mode compute the same."""
+        return self._no_mode_layers
+
     def policy(self, obs: Mapping[str, Tensor]) -> ActorOutput:
         """The actor on a batch of padded observations (``batch[Columns.OBS]``)."""
         return self.actor.forward(obs)
@@ -199,6 +218,17 @@ class TrafficRLModule(TorchRLModule, ValueFunctionAPI):
         if embeddings is not None:
             return embeddings
         return self.policy(batch[Columns.OBS]).value
+
+
+def _mode_dependent(module: nn.Module) -> bool:
+    """A layer whose output differs between train and eval mode."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return True
+    if isinstance(module, nn.modules.dropout._DropoutNd | nn.Dropout):
+        return module.p > 0
+    if isinstance(module, nn.MultiheadAttention):
+        return module.dropout > 0
+    return False
 
 
 # ---------------------------------------------------------------------- specs
