@@ -30,17 +30,21 @@ APP = Path(__file__).resolve().parents[1]
 SAME_THREADS = ["--set", "dist.threads_per_rank=1"]
 
 
-def _agents(args: list[str], *, nodes: int = 2) -> list[subprocess.Popen[str]]:
+def _agents(args: list[str], *, nodes: int = 2,
+            per_node: list[list[str]] | None = None) -> list[subprocess.Popen[str]]:  # fmt: skip
     """``torchrun --nnodes 2 --nproc-per-node 1 --node-rank i ... apps/hybrid ARGS``, one
-    process per node, each in its own process group (killed as a whole by the test)."""
+    process per node, each in its own process group (killed as a whole by the test);
+    ``per_node[i]``: node i's own extra arguments (e.g. its local folders)."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs = []
     for i in range(nodes):
+        own = per_node[i] if per_node is not None else []
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes),
              "--nproc-per-node", "1", "--node-rank", str(i), "--rdzv-backend", "c10d",
-             "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0", str(APP), *args],
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0", str(APP), *args,
+             *own],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             start_new_session=True,
         ))  # fmt: skip
@@ -98,6 +102,26 @@ def test_phase1_on_two_nodes_equals_two_local_ranks(
     assert (runs / "nodes" / "report.md").is_file()
 
 
+def test_node_local_folders_each_node_records_its_own_data(
+    small_args: list[str], tmp_path: Path
+) -> None:
+    """Run and data folders local to each machine: each node records the dataset into its own
+    data folder (nothing is copied), and only node 0's run folder gets the agent and reports
+    (each node's later ``--set`` wins over the shared ones)."""
+    per_node = [["--set", f"phase1.data.path={tmp_path / f'n{i}' / 'data'}",
+                 "--set", f"run.root={tmp_path / f'n{i}' / 'runs'}"] for i in range(2)]  # fmt: skip
+    args = [*small_args, *SAME_THREADS, "--set", "run.name=local", "--set", "phase1.steps=10"]
+    results = _finish(_agents(args, per_node=per_node))
+    for code, text in results:
+        assert code == 0, text
+    for i in range(2):  # a whole dataset on each machine
+        data = tmp_path / f"n{i}" / "data"
+        for split in ("train", "holdout"):
+            assert any(data.rglob(f"{split}/manifest.json")), sorted(data.rglob("*"))
+    assert (tmp_path / "n0" / "runs" / "local" / "phase1" / "agent" / "model.safetensors").is_file()
+    assert not (tmp_path / "n1" / "runs" / "local" / "phase1" / "agent").exists()
+
+
 def test_a_lost_node_fails_the_other_fast_and_resume_finishes(
     small_args: list[str], tmp_path: Path
 ) -> None:
@@ -130,8 +154,13 @@ def test_phase3_on_two_nodes_finishes(
 ) -> None:
     # phase 3 starts from a phase-2 agent; phase 1's (a whole TrafficAgent, controller untrained)
     # stands in for it, so the test needs no Ray
+    # a learning rate too small to change a decision: both runs must then evaluate the same
+    # policy, exactly (with a real one, 3 tiny iterations on collectors that sample in another
+    # order gave 34.6 s on two nodes and 48.7 s locally: seed noise, not a test); the DDP
+    # gradient sync across nodes is phase 1's bit-identical test
     base = [*small_args, "--set", "run.name=p3", "--set", "phase1.steps=2",
-            "--set", "phase1.eval_batches=1", *tiny_phase2, *tiny_phase3]  # fmt: skip
+            "--set", "phase1.eval_batches=1", *tiny_phase2, *tiny_phase3,
+            "--set", "phase3.lr=1e-9"]  # fmt: skip
     first = run(*base)
     assert first.returncode == 0, first.stdout + first.stderr
     rdir = tmp_path / "runs" / "p3"
@@ -154,11 +183,9 @@ def test_phase3_on_two_nodes_finishes(
     # one weights file per machine, each read by that machine's collectors
     assert (pdir / "weights.safetensors").is_file()
     assert (pdir / "weights-node1.safetensors").is_file()
-    # the evaluation matches the local run's: the same phase-2 agent on the same traffic and
-    # SUMO seeds gives the same delay; the phase-3 policies (3 tiny iterations from the same
-    # start, collectors on other schedules) stay within a loose spread of each other
+    # the evaluation matches the local run's: the same agents on the same traffic and SUMO seeds
     nodes_m = json.loads((pdir / "result.json").read_text())["metrics"]
     local_m = json.loads((ldir / "phase3" / "result.json").read_text())["metrics"]
     assert nodes_m["avg_delay"]["phase2"] == local_m["avg_delay"]["phase2"]
-    a, b = nodes_m["avg_delay"]["phase3"], local_m["avg_delay"]["phase3"]
-    assert abs(a - b) <= 0.25 * max(a, b), (a, b)
+    assert nodes_m["avg_delay"]["phase3"] == local_m["avg_delay"]["phase3"]
+    assert nodes_m["iterations"] == local_m["iterations"] == 3

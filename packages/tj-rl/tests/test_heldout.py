@@ -110,3 +110,6 @@ def test_worse_than_fixed_time_pairs_episodes_on_the_same_traffic() -> None:
     assert table.worse_than("agent") == {"fixed-time": (1, 2), "other": (2, 2)}
     assert "`fixed-time` on the same traffic and SUMO seed: agent 1/2, other 1/2." in table.legend()
     assert "fixed-time" not in HeldOutTable(policies=("agent",), rows=[]).legend()
+    unnamed = HeldOutTable(policies=("fixed-time", "agent"), rows=[  # rows without their seed
+        {"policy": "fixed-time", "avg_delay": 9.0}, {"policy": "agent", "avg_delay": 12.0}])
+    assert unnamed.worse_than() == {"agent": (0, 0)} and "same traffic" not in unnamed.legend()

@@ -79,13 +79,14 @@ class HeldOutTable:
         route file and SUMO seed, episodes compared). A deployable controller has 0 of them
         against fixed-time: one gridlocked episode is a failure whatever the mean (NaN rows,
         e.g. no vehicle finished, count as worse)."""
-        ref = {_episode_key(r): r[metric] for r in self.rows if r["policy"] == reference}
+        ref = {k: r[metric] for r in self.rows
+               if r["policy"] == reference and (k := _episode_key(r)) is not None}  # fmt: skip
         out: dict[str, tuple[int, int]] = {}
         for pol in self.policies:
             if pol == reference:
                 continue
             pairs = [(r[metric], ref[k]) for r in self.rows
-                     if r["policy"] == pol and (k := _episode_key(r)) in ref]  # fmt: skip
+                     if r["policy"] == pol and (k := _episode_key(r)) is not None and k in ref]  # fmt: skip
             worse = sum(not (v <= base) for v, base in pairs)  # NaN: not better, so worse
             out[pol] = (worse, len(pairs))
         return out
@@ -95,15 +96,19 @@ class HeldOutTable:
         when fixed-time ran, how many episodes each policy lost to it on the same traffic."""
         lines = [f"Time windows: {'; '.join(self.windows)}."] if self.windows else []
         lines += [f"- `{p}`: {self.labels[p]}" for p in self.policies if p in self.labels]
-        if "fixed-time" in self.policies and len(self.policies) > 1:
-            losses = ", ".join(f"{p} {w}/{n}" for p, (w, n) in self.worse_than().items())
+        lost = self.worse_than() if "fixed-time" in self.policies else {}
+        if any(n for _, n in lost.values()):  # rows that name their traffic were compared
+            losses = ", ".join(f"{p} {w}/{n}" for p, (w, n) in lost.items())
             lines.append(f"Episodes with a higher avg delay than `fixed-time` on the same "
                          f"traffic and SUMO seed: {losses}.")  # fmt: skip
         return "\n".join(lines)
 
 
-def _episode_key(row: Mapping[str, Any]) -> tuple[int, int, int]:
-    """The traffic of a row: (window, route file, SUMO seed)."""
+def _episode_key(row: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """The traffic of a row: (window, route file, SUMO seed); None for a row without its seed
+    (e.g. a table built by hand), which is not compared."""
+    if "seed" not in row:
+        return None
     return int(row.get("window_index", 0)), int(row.get("route_index", 0)), int(row["seed"])
 
 
