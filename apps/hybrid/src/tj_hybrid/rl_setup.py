@@ -80,8 +80,9 @@ class RLSetup:
 # learner ~720 MiB plus Ray's own processes (GCS, raylet, agents, log monitor) ~330 MiB.
 RUNNER_PSS = 700 * 2**20
 DRIVER_PSS = 1100 * 2**20
-# A simulation child of ``phase2.sims_per_runner`` > 1 (python + the env + libsumo, no torch):
-# ~80 MiB PSS each on the embedded net (tj-rl's tests/test_process_env.py starts them).
+# A simulation child of ``phase2.sims_per_runner`` > 1 (python + the env + libsumo, no torch).
+# Measured: 8 children raised phase 2's peak tree PSS from 1.84 to 2.21 GiB on the embedded net
+# (apps/bench phase2, docs/BENCHMARKS.md), ~47 MiB each; 80 leaves room for bigger nets.
 SIM_PSS = 80 * 2**20
 
 

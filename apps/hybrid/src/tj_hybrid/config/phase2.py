@@ -197,7 +197,7 @@ class Phase2Section:
     env_runners: int | None = None  # None: from the CPUs and the memory budget
     # simulations each env runner (or the driver, with 0 runners) steps at once, each libsumo in
     # its own child process, their lights batched into one forward (tj_rl.rllib.ParallelEnvRunner):
-    # 1 is the plain env in the runner's process. See the README, "Throughput".
+    # 1 is the plain env in the runner's process (README, phase 2, item 4; docs/BENCHMARKS.md)
     sims_per_runner: int = 1
     # torch threads of the driver's sampling and CPU learner: one, because a 2-thread OpenMP pool
     # spin-waits between a small network's ops (training/threads.py has the measurements)
