@@ -53,8 +53,8 @@ TINY_PHASE2 = [
 
 
 # A tiny but real phase 3 after TINY_PHASE2: 3 PPO-Lagrangian iterations of 64 light-decisions on
-# 2 gloo ranks with one collector each; 5-minute episodes (60 decisions) so the first iteration's
-# episodes calibrate the cost limit.
+# 2 gloo ranks with one collector each; 5-minute episodes (60 decisions), so episodes end within
+# an iteration and lambda moves.
 TINY_PHASE3 = [
     "--set", "phase3.iterations=3", "--set", "phase3.samples_per_iteration=64",
     "--set", "phase3.effective_batch=32", "--set", "phase3.micro_batch=16",

@@ -189,3 +189,6 @@ def test_phase3_on_two_nodes_finishes(
     assert nodes_m["avg_delay"]["phase2"] == local_m["avg_delay"]["phase2"]
     assert nodes_m["avg_delay"]["phase3"] == local_m["avg_delay"]["phase3"]
     assert nodes_m["iterations"] == local_m["iterations"] == 3
+    # cost_limit: auto: rank 0 scored validation traffic and every rank trained under its limit
+    assert nodes_m["cost_limit"] == local_m["cost_limit"]
+    assert json.loads((pdir / "limit.json").read_text())["value"] == nodes_m["cost_limit"]

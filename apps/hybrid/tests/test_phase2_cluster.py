@@ -1,6 +1,7 @@
 """Phase 2 on an existing Ray cluster (``phase2.ray_address``): a local two-node cluster started
-with Ray's CLI (tj-rl's ``LocalCluster``), env runners on both nodes, the cluster left running
-when the phase ends (it is not the phase's to stop)."""
+with Ray's CLI (tj-dist's ``LocalCluster``), env runners on both nodes, the learner in the
+driver process (on the machine that ran the command), checkpoints and the exported agent in the
+run folder, the cluster left running when the phase ends (it is not the phase's to stop)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def test_phase_2_runs_on_a_two_node_cluster(
         assert "phase 2 on the cluster at" in out.stderr
         found = re.search(r"(\d+) env runner\(s\) on (\d+) node\(s\)", out.stderr)
         assert found and found.groups() == ("2", "2"), out.stderr[-3000:]
+        # the learner (num_learners=0) is the driver process, on the machine of the command
+        place = re.search(r"placement: driver (pid \d+ on node \w+) \(.*?\); "
+                          r"learner (pid \d+ on node \w+) \(.*?\), device (\S+);", out.stderr)
+        assert place, out.stderr[-3000:]
+        assert place[1] == place[2] and place[3] == "cpu"  # the same process; no GPU here
+        runners = re.search(r"env runner\(s\) on 2 node\(s\): (\w+) x1, (\w+) x1", out.stderr)
+        assert runners and place[1].split()[-1] in runners.groups()  # one beside the learner
+        phase2 = tmp_path / "runs" / "p2cluster" / "phase2"
+        assert sorted(p.name for p in (phase2 / "checkpoints").glob("iter-*"))[-1:] == ["iter-00002"]
+        assert {p.name for p in (phase2 / "agent").iterdir()} >= {"config.json",
+                                                                  "model.safetensors"}
         assert "phase 2 done: held-out avg delay" in out.stdout
         assert cluster.temp_dir is not None and processes_naming(cluster.temp_dir)  # still up
         assert not (tmp_path / "runs" / "p2cluster" / "phase2" / "ray").exists()  # not ours

@@ -9,6 +9,8 @@ import pytest
 
 from tj_hybrid.cli import main
 from tj_hybrid.config import ConfigError, load_config
+from tj_hybrid.config.phase2 import EvalSection
+from tj_hybrid.config.phase3 import Phase3Section
 from tj_hybrid.phase3.plan import COLLECTOR_PSS, RANK_PSS, byte_bound, collector_count
 from tj_rl.env import COST_NAMES
 
@@ -64,6 +66,23 @@ def test_good_phase3_values_arrive_typed() -> None:
     assert p3.collect.max_policy_lag == 0 and p3.collect.collectors == 3
     assert p3.shield_threshold == 0.5
     assert load_config(profile="smoke").config.phase3.cost_limit == "auto"
+
+
+def test_every_named_cost_is_accepted_and_the_default_cost_is_the_signals() -> None:
+    every = "{" + ", ".join(f"{c}: 1" for c in COST_NAMES) + "}"
+    p3 = load_config(profile="smoke", overrides=[f"phase3.cost_weights={every}"]).config.phase3
+    assert set(p3.cost_weights) == set(COST_NAMES)
+    # issue 29: dilemma-zone exposure is in the default cost, low_ttc (which follows delay) is not;
+    # the YAML and the dataclass agree
+    default = load_config(profile="smoke").config.phase3.cost_weights
+    assert default["dilemma_zone"] == 1.0 and "low_ttc" not in default
+    assert default == Phase3Section().cost_weights
+    assert {"hard_braking", "emergency_braking", "teleport", "collision"} <= set(default)
+
+
+def test_dz_protected_is_a_default_baseline() -> None:
+    baselines = load_config(profile="smoke").config.phase2.eval.baselines
+    assert "dz-protected" in baselines and baselines == EvalSection().baselines
 
 
 @pytest.mark.parametrize(("override", "message"), [

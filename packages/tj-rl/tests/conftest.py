@@ -31,6 +31,14 @@ def default_sc() -> Scenario:
 
 
 @pytest.fixture(scope="session")
+def arterial_sc() -> Scenario:
+    """The embedded arterial (4 lights, 70/60 km/h main road, mixed and red-running drivers)."""
+    return Scenario.from_sumocfg(REPO / "configs/scenarios/arterial/arterial.sumocfg").replace(
+        end=120.0
+    )
+
+
+@pytest.fixture(scope="session")
 def grid_sc(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     """A 2x2 grid of lights (2 green phases each), 2 minutes of dense demand."""
     spec = SyntheticSpec(

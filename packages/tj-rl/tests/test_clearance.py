@@ -60,16 +60,22 @@ def _runs(states: list[str], link: int) -> list[tuple[str, int]]:
     return out
 
 
-def test_sumo_shows_the_per_light_intervals(grid_sc: Scenario, tmp_path: Path, check_safe) -> None:
-    """SUMO's own per-second states (SaveTLSStates) of every light of the grid: each yellow lasts
-    exactly the light's ITE yellow, and a link that turns green after a yellow waits at least the
-    light's ITE all-red; no green is cut short."""
+@pytest.mark.parametrize("name", ["grid_sc", "arterial_sc"])
+def test_sumo_shows_the_per_light_intervals(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path, check_safe
+) -> None:
+    """SUMO's own per-second states (SaveTLSStates) of every light of the grid and of the arterial
+    (70 and 60 km/h main road, 50 km/h side streets, red-running drivers): each yellow lasts exactly
+    the light's ITE yellow, and a link that turns green after a yellow waits at least the light's
+    ITE all-red; no green is cut short."""
+    sc: Scenario = request.getfixturevalue(name)
     add = ET.Element("additional")
-    for tls in ("A0", "A1", "B0", "B1"):
+    lights = read_topology(sc, yellow_time=3.0, all_red_time=2.0, reach=150).lights
+    for tls in (lt.tls_id for lt in lights):
         dest = str(tmp_path / f"tls-{tls}.xml")
         ET.SubElement(add, "timedEvent", type="SaveTLSStates", source=tls, dest=dest)
     ET.ElementTree(add).write(tmp_path / "tls.add.xml")
-    sc = grid_sc.replace(end=90.0, additional_files=(tmp_path / "tls.add.xml",))
+    sc = sc.replace(end=90.0, additional_files=(tmp_path / "tls.add.xml",))
     cfg = EnvConfig(
         metrics=False, delta_time=5.0, min_green=10.0, max_green=25.0,
         yellow_time="ite", all_red_time="ite",
@@ -98,3 +104,5 @@ def test_sumo_shows_the_per_light_intervals(grid_sc: Scenario, tmp_path: Path, c
                     assert length == yellow, f"{tls} link {link}: yellow {length} s"
                     yellows += 1
         assert yellows > 0
+    if name == "arterial_sc":  # the yellow follows each light's approach speed
+        assert {s.program.yellow_time for s in env.shields.values()} == {4.0, 5.0}

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tj_bench.suites._phase_app import AppArgs
+from tj_bench.suites._phase_app import AppArgs, hybrid_app
 
 __all__ = ["QUICK_PHASE1", "QUICK_PHASE2", "QUICK_PHASE3", "QUICK_PROFILE", "base_args",
            "grid_scenario", "scenario_key"]  # fmt: skip
 
 QUICK_PROFILE = "smoke"
+EMBEDDED = {"arterial": "configs/scenarios/arterial/arterial.sumocfg"}  # more scenarios of the repository
 # A small but real phase 1: the embedded scenario, 5-minute episodes, tiny model, 2 gloo ranks.
 QUICK_PHASE1 = (
     "phase1.record.train_episodes=3", "phase1.record.holdout_episodes=1",
@@ -56,7 +57,7 @@ def grid_scenario(folder: Path) -> Path:
 
 def scenario_key(scenario: str) -> str:
     """``default``, ``grid`` or the absolute .sumocfg path: what two runs compare to match."""
-    return scenario if scenario in ("default", "grid") else str(Path(scenario).resolve())
+    return scenario if scenario in ("default", "grid", *EMBEDDED) else str(Path(scenario).resolve())
 
 
 def base_args(scenario: str, folder: Path, *, quick: bool, sets: Sequence[str] = ()) -> AppArgs:
@@ -68,7 +69,7 @@ def base_args(scenario: str, folder: Path, *, quick: bool, sets: Sequence[str] =
     if scenario == "grid":
         out.append(f"scenario.path={grid_scenario(folder / 'grid')}")
     elif scenario != "default":
-        path = Path(scenario).resolve()
+        path = (hybrid_app().parents[1] / EMBEDDED[scenario] if scenario in EMBEDDED else Path(scenario)).resolve()
         if path.suffix != ".sumocfg" or not path.is_file():
             raise ValueError(f"scenario: default, grid or an existing .sumocfg, got {scenario!r}")
         out.append(f"scenario.path={path}")

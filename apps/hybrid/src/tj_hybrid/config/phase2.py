@@ -88,6 +88,7 @@ Baseline = Literal[
     "advanced-mp",
     "scenario-program",
     "sumo-actuated",
+    "dz-protected",
 ]
 
 
@@ -95,7 +96,8 @@ Baseline = Literal[
 class EvalSection:
     """Held-out evaluation: the trained policy and the baselines, same protocol: tj-rl's own
     (with ``advanced-mp``, the strongest published heuristic) and those users deploy (``scenario-program``: the scenario's signal programs as SUMO runs them;
-    ``sumo-actuated``: SUMO's gap-based actuated control rebuilt from the net by netconvert)."""
+    ``sumo-actuated``: SUMO's gap-based actuated control rebuilt from the net by netconvert;
+    ``dz-protected``: max-occupancy whose greens wait while the dilemma zone is occupied)."""
 
     sumo_seeds: list[int] = field(default_factory=lambda: [90_001, 90_002])
     baselines: list[Baseline] = field(default_factory=lambda: list(get_args(Baseline)))
@@ -139,7 +141,12 @@ class ImitationSection:
     greens (cross-entropy, the value head on the returns; ``epochs`` at most with early
     stopping), then ``dagger_rounds`` times the clone drives ``dagger_episodes`` episodes the
     teacher labels and it is cloned again on all of them. PPO then starts from the clone with
-    ``coeff x KL(clone || policy)`` in its loss, fading to 0 over ``decay_iterations``."""
+    ``coeff x KL(clone || policy)`` in its loss, fading to 0 over ``decay_iterations``.
+    ``lookahead_s`` > 0 improves the chosen teacher by looking ahead that many simulated seconds
+    in forked copies of the simulation (tj-rl's ``lookahead``: privileged, libsumo only);
+    ``lookahead_sees``: ``all`` (the copies run the whole simulation, arrivals still unseen
+    included) or ``observed`` (only the vehicles the lights observe at the decision, so the
+    teacher decides on what the clone can see). The clone learns the improved teacher's greens."""
 
     teacher: str = "auto"
     candidates: list[str] = field(default_factory=lambda: list(CLONABLE))
@@ -149,6 +156,8 @@ class ImitationSection:
     clone: CloneConfig = field(default_factory=CloneConfig)
     coeff: float = 1.0
     decay_iterations: int = 20
+    lookahead_s: float = 0.0
+    lookahead_sees: Literal["all", "observed"] = "all"
 
     def __post_init__(self) -> None:
         positive(self, "episodes")
@@ -163,6 +172,8 @@ class ImitationSection:
             raise ValueError("need dagger_rounds >= 0 and dagger_episodes >= 1")
         if not (math.isfinite(self.coeff) and self.coeff >= 0) or self.decay_iterations < 0:
             raise ValueError("need coeff >= 0 and decay_iterations >= 0")
+        if not (math.isfinite(self.lookahead_s) and self.lookahead_s >= 0):
+            raise ValueError(f"lookahead_s: seconds >= 0 (0: off), got {self.lookahead_s}")
 
     @property
     def enabled(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -62,8 +63,11 @@ class CollectSection:
 
 
 def _default_weights() -> dict[str, float]:
-    return {"veto": 0.0, "low_ttc": 1.0, "hard_braking": 1.0, "emergency_braking": 1.0,
-            "teleport": 1.0, "collision": 10.0}  # fmt: skip
+    """The default cost: what a signal's decisions cause (issue 29). ``low_ttc`` is reported, not
+    weighted: it counts vehicles running up to a queue and follows delay across controllers;
+    ``red_light`` is 0 unless the scenario's drivers may run reds (tj-rl README, costs)."""
+    return {"veto": 0.0, "dilemma_zone": 1.0, "red_light": 1.0, "hard_braking": 1.0,
+            "emergency_braking": 1.0, "teleport": 1.0, "collision": 10.0}  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -72,9 +76,10 @@ class Phase3Section:
 
     ``samples_per_iteration`` light-decisions are collected per iteration (over all ranks), then
     read for ``epochs`` epochs of shuffled micro-batches; ``effective_batch`` samples make one
-    optimizer step (ranks x micro_batch x accumulation). ``cost_limit: auto`` sets the limit to
-    ``cost_limit_fraction`` of the phase-2 policy's mean episode cost, measured on the first
-    iteration's episodes (all collected with the phase-2 weights)."""
+    optimizer step (ranks x micro_batch x accumulation). ``cost_limit: auto`` sets the limit from
+    the baselines' delay-cost frontier on validation traffic: its cost at ``(1 + delay_slack)`` x
+    the phase-2 policy's delay, at most ``cost_limit_fraction`` x the phase-2 policy's cost (that
+    alone when no baseline is that fast); ``tj_hybrid.phase3.limit``."""
 
     iterations: int = 30
     samples_per_iteration: int = 2048
@@ -93,6 +98,7 @@ class Phase3Section:
     cost_scale: float = 0.05  # per-step cost x this for the critics (returns of a few units)
     cost_limit: float | str = "auto"
     cost_limit_fraction: float = 0.6
+    delay_slack: float = 0.05  # auto: phase 3 may be this fraction slower than phase 2
     cost_weights: dict[str, float] = field(default_factory=_default_weights)
     shield_threshold: float | None = None  # act behind the learned shield's veto; null: off
     embedding_cache: bool = True  # the frozen GNN's embeddings computed once per iteration
@@ -115,6 +121,9 @@ class Phase3Section:
                 raise ValueError(f"cost_limit: a number >= 0 or 'auto', got {self.cost_limit!r}")
         elif self.cost_limit < 0:
             raise ValueError(f"cost_limit must be >= 0, got {self.cost_limit}")
+        if not (math.isfinite(self.delay_slack) and 0 <= self.delay_slack < 1):
+            raise ValueError(f"delay_slack: a fraction of phase 2's delay in [0, 1), got "
+                             f"{self.delay_slack}")  # fmt: skip
         unknown = set(self.cost_weights) - set(COST_NAMES)
         if unknown:
             raise ValueError(f"cost_weights: unknown cost(s) {sorted(unknown)}; known {COST_NAMES}")

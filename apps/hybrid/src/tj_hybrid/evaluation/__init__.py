@@ -3,11 +3,21 @@ held-out traffic (one protocol for every caller), the phase report around it, th
 
 An evaluation here is the in-process form ``{set: {"markdown", "rows", "summary"}}`` that
 ``save_evaluation`` writes to a phase's ``eval.json``; ``tj_hybrid.results`` reads it back typed.
+``frontier``: the controllers' delay-cost frontier (phase 3's limit and trade-off picture).
 """
 
+from tj_hybrid.evaluation.frontier import (
+    Frontier,
+    Point,
+    correlation,
+    dominated_by,
+    frontier_points,
+    pareto_front,
+)
 from tj_hybrid.evaluation.heldout import (
     EVAL_METRICS,
     evaluate_policies,
+    evaluate_validation,
     held_out_set,
     save_evaluation,
     weighted_cost,
@@ -17,9 +27,16 @@ from tj_hybrid.evaluation.plots import plot_heldout, plot_learning, series
 
 __all__ = [
     "EVAL_METRICS",
+    "Frontier",
+    "Point",
+    "correlation",
+    "dominated_by",
     "evaluate_policies",
+    "evaluate_validation",
+    "frontier_points",
     "held_out_set",
     "means",
+    "pareto_front",
     "plot_heldout",
     "plot_learning",
     "save_evaluation",

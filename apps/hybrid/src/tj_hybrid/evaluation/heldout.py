@@ -3,7 +3,8 @@ deploy (``phase2.eval``: tj-rl's, the scenario's own signal programs, SUMO's act
 every policy on the same held-out route files (normal and ~30% heavier) x SUMO seeds never used
 in training x the episode time windows, same env, with spread over episodes. With cost weights,
 each episode's weighted safety cost (summed over steps and lights, as phase 3 trains on it) is
-added to its row and to the table. Under each table: the windows and how each policy decides."""
+added to its row and to the table. Under each table: the windows and how each policy decides.
+The same protocol on validation traffic (``evaluate_validation``) is what choices are made by."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from tj_rl.env import COST_NAMES
 if TYPE_CHECKING:
     from tj_rl.eval import HeldOutTable
 
-__all__ = ["EVAL_METRICS", "evaluate_policies", "held_out_set", "save_evaluation", "weighted_cost"]
+__all__ = [
+    "EVAL_METRICS",
+    "evaluate_policies",
+    "evaluate_validation",
+    "held_out_set",
+    "save_evaluation",
+    "weighted_cost",
+]
 
 SETS = ("held_out", "held_out_heavy")
 # the table's columns when costs are weighted: tj-rl's held-out metrics, the weighted cost, vetoes
@@ -33,6 +41,22 @@ def weighted_cost(row: Mapping[str, Any], weights: Mapping[str, float]) -> float
     return float(sum(weights.get(c, 0.0) * row[f"cost_{c}"] for c in COST_NAMES))
 
 
+def _env(setup: RLSetup, cost_weights: Mapping[str, float] | None) -> Any:
+    """The evaluation env: the RL setup's, SUMO's metrics on, phase 3's cost weights if given."""
+    env = dataclasses.replace(setup.env, metrics=True, route_files=())
+    if cost_weights is not None:
+        env = dataclasses.replace(env, cost_weights=dict(cost_weights))
+    return env
+
+
+def _score(table: HeldOutTable, cost_weights: Mapping[str, float] | None) -> HeldOutTable:
+    """Each row's weighted episode cost (``cost``), when there are weights."""
+    if cost_weights is not None:
+        for row in table.rows:
+            row["cost"] = weighted_cost(row, cost_weights)
+    return table
+
+
 def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
                       cost_weights: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """``{set: {"markdown", "rows", "summary"}}`` of ``policies`` (name -> tj-rl policy) and the
@@ -40,11 +64,8 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import HELDOUT_METRICS, evaluate_heldout
 
-    env = dataclasses.replace(setup.env, metrics=True, route_files=())
-    metrics = HELDOUT_METRICS
-    if cost_weights is not None:
-        env = dataclasses.replace(env, cost_weights=dict(cost_weights))
-        metrics = EVAL_METRICS
+    env = _env(setup, cost_weights)
+    metrics = HELDOUT_METRICS if cost_weights is None else EVAL_METRICS
     named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache)}
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
@@ -52,11 +73,28 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
             table = evaluate_heldout(setup.heldout_scenario, named, demand,
                                      cfg.phase2.eval.sumo_seeds, config=env,
                                      training_seeds=())  # fmt: skip
-        if cost_weights is not None:
-            for row in table.rows:
-                row["cost"] = weighted_cost(row, cost_weights)
-        out[label] = held_out_set(table, metrics, traffic=demand.describe())
+        out[label] = held_out_set(_score(table, cost_weights), metrics,
+                                  traffic=demand.describe())  # fmt: skip
     return out
+
+
+def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
+                        cost_weights: Mapping[str, float]) -> dict[str, Any]:  # fmt: skip
+    """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and the configured baselines
+    on validation traffic (``phase2.validation``: route and SUMO seeds never trained or reported
+    on, the training windows), each episode's weighted cost added: what a choice is made by."""
+    from tj_hybrid.training import torch_threads
+    from tj_rl.eval import evaluate_heldout
+
+    if setup.validation is None:
+        raise ValueError("evaluate_validation: the RL setup has no validation traffic")
+    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache)}
+    with torch_threads(1):
+        table = evaluate_heldout(setup.scenario, named, setup.validation,
+                                 cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
+                                 name="validation")  # fmt: skip
+    return held_out_set(_score(table, cost_weights), EVAL_METRICS,
+                        traffic=setup.validation.describe())  # fmt: skip
 
 
 def held_out_set(table: HeldOutTable, metrics: Sequence[str], *,

@@ -125,6 +125,19 @@ def _pick_teacher(cfg: HybridConfig, setup: RLSetup) -> tuple[str, dict[str, tup
     return teacher, scores
 
 
+def _teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
+    """(label, policy): the chosen baseline, improved by look-ahead when ``lookahead_s`` > 0."""
+    from tj_rl.control import make_policy
+
+    im = cfg.phase2.imitation
+    h = im.lookahead_s
+    if not h:
+        return name, make_policy(name)
+    sees = "" if im.lookahead_sees == "all" else ", observed vehicles only"
+    return (f"{name} + {h:g} s look-ahead{sees}",
+            make_policy("lookahead", base=name, horizon_s=h, sees=im.lookahead_sees))  # fmt: skip
+
+
 def start_from_teacher(cfg: HybridConfig, setup: RLSetup, base: Path | None,
                        out: Path) -> ImitationOutcome:  # fmt: skip
     """Clone the best teacher into the policy PPO trains; the clone's agent folder is
@@ -140,7 +153,7 @@ def start_from_teacher(cfg: HybridConfig, setup: RLSetup, base: Path | None,
 def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> ImitationOutcome:
     from tj_hybrid.phase2.train import fresh_agent_config
     from tj_hybrid.phase2.validation import validation_delays
-    from tj_rl.control import AgentPolicy, make_policy
+    from tj_rl.control import AgentPolicy
     from tj_rl.imitation import clone
     from tj_rl.rllib import export_agent
 
@@ -157,25 +170,29 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
     trained = [module.controller] + ([] if module.frozen_gnn else [module.gnn])
     clone_cfg = dataclasses.replace(im.clone, seed=cfg.run.seed)
     agent_base = base if base is not None else fresh_agent_config(module, cfg.model.preset)
-    demos = _record(setup, make_policy(teacher), im.episodes, 0)
+    label, policy = _teacher(cfg, teacher)
+    if label != teacher:
+        scores |= validation_delays(cfg, setup, {label: policy})
+        log.info("imitation: teacher %s %.2f s on validation", label, scores[label][0])
+    demos = _record(setup, policy, im.episodes, 0)
     agreement, result = 1.0, None
     for round_ in range(im.dagger_rounds + 1):
         result = clone(module.actor, trained, demos, clone_cfg)
         log.info("imitation: clone of %s, round %d: %d decisions, accuracy %.1f%% (validation "
-                 "split), best epoch %d of %d", teacher, round_, result.samples,
+                 "split), best epoch %d of %d", label, round_, result.samples,
                  100 * result.validation_accuracy, result.best_epoch, result.epochs)  # fmt: skip
         agent = export_agent(module, agent_base, out / "clone")
         if round_ < im.dagger_rounds:
             student = AgentPolicy(agent)
-            more = _record(setup, make_policy(teacher), im.dagger_episodes,
+            more = _record(setup, policy, im.dagger_episodes,
                            im.episodes + round_ * im.dagger_episodes, acting=student)  # fmt: skip
             agreement = more.agreement
             demos = demos + more
     assert result is not None
     scores = scores | validation_delays(cfg, setup, {"clone": AgentPolicy(out / "clone")})
     log.info("imitation: clone %.2f s vs teacher %s %.2f s on validation", scores["clone"][0],
-             teacher, scores[teacher][0])  # fmt: skip
-    outcome = ImitationOutcome(agent=out / "clone", teacher=teacher, validation=scores,
+             label, scores[label][0])  # fmt: skip
+    outcome = ImitationOutcome(agent=out / "clone", teacher=label, validation=scores,
                                samples=result.samples, accuracy=result.validation_accuracy,
                                agreement=agreement, lights=lights,
                                wall_s=time.perf_counter() - t0)  # fmt: skip

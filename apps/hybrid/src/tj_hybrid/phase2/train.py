@@ -72,6 +72,40 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if isinstance(v, numbers.Real)}
 
 
+def _where() -> str:
+    """This process's pid, Ray node (short id) and IP."""
+    import os
+
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()[:8]
+    return f"pid {os.getpid()} on node {node} ({ray.util.get_node_ip_address()})"
+
+
+def _log_placement(algo: Any, policy: str, *, remote_runners: bool) -> None:
+    """One line: where the driver, the learner and the env runners run, each measured from
+    inside it. With ``num_learners=0`` the learner is the driver, on the machine that ran the
+    command: a cluster's GPU is used only when the command runs on the GPU machine."""
+    import ray
+
+    def learner_place(learner: Any) -> str:
+        return f"{_where()}, device {next(learner.module[policy].parameters()).device}"
+
+    (learner,) = (r.get() for r in algo.learner_group.foreach_learner(learner_place))
+    line = f"placement: driver {_where()}; learner {learner}"
+    if remote_runners:
+        nodes = algo.env_runner_group.foreach_env_runner(
+            lambda _: ray.get_runtime_context().get_node_id()[:8], local_env_runner=False
+        )  # ray only: the runners' processes need not import this module
+        count = ", ".join(f"{n} x{nodes.count(n)}" for n in sorted(set(nodes)))
+        line += f"; {len(nodes)} env runner(s) on {len(set(nodes))} node(s): {count}"
+    log.info(line)
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus and "cuda" not in learner:
+        log.warning("the cluster has %d GPU(s) but the learner (this driver) runs on CPU: run "
+                    "the phase-2 command on the GPU machine", gpus)  # fmt: skip
+
+
 def train_ppo(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: Path | None,
               resume: bool, clone: Path | None = None, lights: int = 1,
               selector: CheckpointSelector | None = None,
@@ -91,13 +125,7 @@ def _train(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, *, agent_dir: Path
 
     p2 = cfg.phase2
     algo = build_ppo(cfg, setup, agent_dir, clone=clone, lights=lights).build_algo()
-    if setup.env_runners:
-        import ray
-
-        nodes = algo.env_runner_group.foreach_env_runner(
-            lambda _: ray.get_runtime_context().get_node_id(), local_env_runner=False
-        )
-        log.info("%d env runner(s) on %d node(s)", len(nodes), len(set(nodes)))
+    _log_placement(algo, SHARED_POLICY, remote_runners=setup.env_runners > 0)
     rows: list[dict[str, float]] = []
     logger = MetricsLogger(pdir.logs, LoggerConfig(console_every=0))
     try:

@@ -10,7 +10,13 @@ from typing import Any
 
 from tj_hybrid.config import ConfigError, HybridConfig
 from tj_hybrid.data_paths import scenario_data_dir
-from tj_hybrid.multinode import Torchrun, node_shares, rank_result, torchrun_launch
+from tj_hybrid.multinode import (
+    Torchrun,
+    node_shares,
+    rank_result,
+    rank_zero_value,
+    torchrun_launch,
+)
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
 from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
 
@@ -70,7 +76,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
     facts = {
         "plan": out["plan"],
         "iterations": summary["iterations"], "policy version": summary["policy_version"],
-        "cost limit": _limit(summary["cost_limit"]),
+        "cost limit": f"{summary['cost_limit']:.2f}: {out['limit']}",
         "final lambda": f"{summary['lambda']:.4f}",
         "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
                               f"(after the first iteration: "
@@ -92,7 +98,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
         name=context.spec.name, agent=pdir.agent, report=report,
         headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
                   f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
-                  f"{cost['phase2']:.1f}; limit {_limit(summary['cost_limit'])})"),
+                  f"{cost['phase2']:.1f}; limit {summary['cost_limit']:.1f})"),
         metrics={**summary, "avg_delay": delay, "cost": cost,
                  "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
                  "budget_bytes": budget, "tree_uss_before": before.uss,
@@ -110,6 +116,7 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
     import tj_dist
     from tj_hybrid.evaluation import evaluate_policies
     from tj_hybrid.handoff import load_handoff
+    from tj_hybrid.phase3.limit import CostLimit, auto_cost_limit
     from tj_hybrid.phase3.plan import Phase3Plan, plan_phase3
     from tj_hybrid.phase3.train import Phase3Job, train_rank
     from tj_rl.control import AgentPolicy
@@ -129,10 +136,17 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
     else:  # the demand pool is written to the data folder: once per machine
         tj_dist.init_distributed(cfg.dist.backend)
         plan = node_shares(launch, make_plan)
+    limit: CostLimit | None = None
+    if cfg.phase3.cost_limit == "auto":  # rank 0 scores validation traffic, every rank gets it
+        if launch is None or launch.is_main:
+            limit = auto_cost_limit(cfg, plan.setup, context.previous_agent, pdir.root)
+        if launch is not None:
+            limit = rank_zero_value(limit)
     job = Phase3Job(cfg=cfg, phase_dir=pdir, agent_dir=str(context.previous_agent),
                     env_config=plan.env_config, space=plan.space, world=plan.world,
                     collectors_per_rank=plan.collectors_per_rank, queue_bytes=plan.queue_bytes,
                     budget=budget, resume=context.resume, threads=plan.threads,
+                    cost_limit=limit.value if limit is not None else float(cfg.phase3.cost_limit),
                     node=launch.node_rank if launch else 0,
                     log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
     if plan.world.nprocs == 1 or launch is not None:
@@ -152,12 +166,9 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
         evaluation = evaluate_policies(cfg, plan.setup, policies,
                                        cost_weights=cfg.phase3.cost_weights)  # fmt: skip
     return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
+            "limit": limit.line if limit is not None else "set in the config",
             "queue_bytes": plan.queue_bytes, "train_wall_s": train_wall,
             "collectors": plan.collectors_per_rank * plan.world.nprocs}  # fmt: skip
-
-
-def _limit(value: float | None) -> str:
-    return "not calibrated (no episode ended)" if value is None else f"{value:.1f}"
 
 
 def _collectors_needed(summary: dict, collectors: int) -> str:

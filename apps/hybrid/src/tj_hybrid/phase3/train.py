@@ -8,8 +8,8 @@ static batch (spilled to disk past its byte bound), normalise the advantages ove
 run ``epochs`` shuffled passes of micro-batches with the frozen GNN's embeddings cached, update
 lambda by the Lagrange rule on the mean episode cost of all ranks, publish the new weights
 (rank 0), log, checkpoint. A checkpoint holds the controller and shield, the optimizer, the
-scaler, lambda's state, the policy version and the calibrated cost limit; ``--resume`` continues
-at the next iteration with the same weights published.
+scaler, lambda's state, the policy version and the cost limit; ``--resume`` continues at the next
+iteration with the same weights published and the same limit.
 """
 
 from __future__ import annotations
@@ -64,14 +64,16 @@ class Phase3Job(RankJob):
     collectors_per_rank: int
     queue_bytes: int
     budget: int  # the run's memory budget: fractions in the phase3 sizes are of it
+    cost_limit: float  # the config's, or auto's (``phase3/limit.py``); a resumed run keeps its own
     node: int = 0  # this machine's node rank under torchrun: its collectors' weights file
 
 
 class Progress:
-    """Where phase 3 is: iterations done, the policy version, the calibrated cost limit."""
+    """Where phase 3 is: iterations done, the policy version, the cost limit it trains under."""
 
     def __init__(self) -> None:
-        self.iteration, self.version, self.cost_limit = 0, 0, None
+        self.iteration, self.version = 0, 0
+        self.cost_limit: float = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         return {"iteration": self.iteration, "version": self.version,
@@ -79,7 +81,8 @@ class Progress:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.iteration, self.version = int(state["iteration"]), int(state["version"])
-        self.cost_limit = state["cost_limit"]
+        if state["cost_limit"] is not None:  # None: a run of before the limit was set up front
+            self.cost_limit = float(state["cost_limit"])
 
 
 def _weights(job: Phase3Job) -> Path:
@@ -152,13 +155,11 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
     acc = tj_dist.GradAccumulator(model, optimizer, steps=accum, amp=amp,
                                   clip_grad_norm=p3.grad_clip or None)  # fmt: skip
     lc = p3.lagrange
-    limit0 = 0.0 if p3.cost_limit == "auto" else float(p3.cost_limit)
-    lagrange = make_lagrange(LagrangeConfig(cost_limit=limit0, kind=lc.kind, init=lc.init,
+    lagrange = make_lagrange(LagrangeConfig(cost_limit=job.cost_limit, kind=lc.kind, init=lc.init,
                                             lr=lc.lr, upper_bound=lc.upper_bound, kp=lc.kp,
                                             ki=lc.ki, kd=lc.kd))  # fmt: skip
     progress = Progress()
-    if p3.cost_limit != "auto":
-        progress.cost_limit = limit0
+    progress.cost_limit = job.cost_limit
     extra = {"lagrange": lagrange, "progress": progress}
     if job.resume and (loaded := latest_checkpoint(pdir.checkpoints)) is not None:
         tj_dist.restore_training_state(loaded.state, model=model, optimizer=optimizer, amp=amp,
@@ -166,8 +167,7 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
         if rank == 0:
             log.info("resumed phase 3 from %s (iteration %d, policy version %d, lambda %.4f)",
                      loaded.path, progress.iteration, progress.version, lagrange.value)  # fmt: skip
-    if progress.cost_limit is not None:
-        lagrange.cost_limit = float(progress.cost_limit)
+    lagrange.cost_limit = float(progress.cost_limit)
     with tj_dist.rank_zero_only():
         if info.local_rank == 0:
             publish_weights(_weights(job), agent, progress.version)
@@ -208,16 +208,7 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
             episodes = pool.episodes()
             eps = _episode_stats(episodes)
             mean_cost = eps["cost"] / eps["n"] if eps["n"] else None
-            if progress.cost_limit is None:  # cost_limit: auto, from phase 2's own episodes
-                cal = _episode_stats([e for e in episodes if e["version"] == 0])
-                if cal["n"]:
-                    progress.cost_limit = p3.cost_limit_fraction * cal["cost"] / cal["n"]
-                    lagrange.cost_limit = progress.cost_limit
-                    if rank == 0:
-                        log.info("phase 3: cost limit %.2f = %.2f x the phase-2 policy's mean "
-                                 "episode cost %.2f (%d episodes)", progress.cost_limit,
-                                 p3.cost_limit_fraction, cal["cost"] / cal["n"], cal["n"])  # fmt: skip
-            if mean_cost is not None and progress.cost_limit is not None:
+            if mean_cost is not None:
                 lagrange.update(mean_cost)  # OmniSafe's order: lambda first, then the policy
             lam = lagrange.value
             adv = _advantages(batch, lam)
@@ -240,7 +231,7 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
             totals["dropped"] += dropped
             totals["queue_peak"] = pool.stats.queue_peak
             metrics = {
-                **stats, "lambda": lam, "cost_limit": progress.cost_limit or 0.0,
+                **stats, "lambda": lam, "cost_limit": progress.cost_limit,
                 "episodes": eps["n"], "episode_cost_mean": mean_cost if mean_cost is not None else float("nan"),
                 "episode_return_mean": eps["return"] / eps["n"] if eps["n"] else float("nan"),
                 "episodes_sumo_died": eps["died"],

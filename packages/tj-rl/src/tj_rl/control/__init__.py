@@ -25,6 +25,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "advanced_mp": ["AdvancedMaxPressurePolicy"],
         "dz_protect": ["DilemmaProtectedPolicy"],
+        "lookahead": ["LookaheadPolicy"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],
         "actuated_net": ["ActuatedSpec", "actuated_net", "tls_types"],
         "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],

@@ -24,6 +24,8 @@ features and respects ``action_mask``) plus the env's static topology at ``reset
 - ``dz-protected``: another baseline (``base``, default max-occupancy) whose green ends wait, up to
   max green, while the dilemma zone of the lanes losing green is occupied
   (``tj_rl.control.dz_protect``): the safe end of the delay-safety frontier.
+- ``lookahead``: not a baseline but a privileged teacher for imitation: another baseline (``base``)
+  improved by looking ahead in forked copies of the simulation (``tj_rl.control.lookahead``).
 - ``scenario-program`` and ``sumo-actuated``: the baselines users deploy, SUMO programs run by
   SUMO (``tj_rl.control.programs``).
 
@@ -40,6 +42,7 @@ import numpy as np
 
 from tj_rl.control.advanced_mp import AdvancedMaxPressurePolicy
 from tj_rl.control.dz_protect import DilemmaProtectedPolicy
+from tj_rl.control.lookahead import LookaheadPolicy
 from tj_rl.control.programs import ScenarioProgramPolicy, SumoActuatedPolicy
 from tj_rl.env.core import TrafficSignalCore
 
@@ -206,6 +209,7 @@ POLICIES = {
     "random": RandomPolicy,
     "mixed": MixedPolicy,
     "dz-protected": DilemmaProtectedPolicy,
+    "lookahead": LookaheadPolicy,
     "scenario-program": ScenarioProgramPolicy,
     "sumo-actuated": SumoActuatedPolicy,
 }

@@ -31,6 +31,7 @@ COST_NAMES: tuple[str, ...] = (
     "teleport",
     "collision",
     "dilemma_zone",
+    "red_light",
 )
 
 

@@ -8,7 +8,8 @@ recording processes use it directly and save Ray's ~160 MB and seconds of import
 Each ``step`` is one decision interval (``delta_time`` s of simulated time). Every agent picks a green
 phase; the shield applies it or vetoes it, then the env advances SUMO straight to each time at which
 some light must change (yellow, all-red, green) and on to the next decision time, so vehicle states
-are read only at decision steps. Observations follow DESIGN "RL observation" (``observation.py``).
+are read only at decision steps (where drivers may run red, the session steps SUMO one step at a
+time to count red entries: ``red_light.py``). Observations follow DESIGN "RL observation" (``observation.py``).
 
 Episodes end by truncation at the scenario's ``end`` (with ``Scenario.windows``: each episode runs
 one window, drawn like the route files, and ``info["window"]`` names it), or when SUMO dies: then
@@ -50,6 +51,7 @@ from tj_rl.env.rewards import RewardInput, make_reward
 from tj_rl.env.scenario import Scenario
 from tj_rl.env.session import LightReads, SumoSession
 from tj_rl.env.shield import Decision, RuleShield
+from tj_rl.env.step_info import decision_info, died_infos, system_info
 from tj_rl.env.topology import read_topology
 from tj_rl.traffic.routes import pick_index, pick_route
 
@@ -156,6 +158,11 @@ class TrafficSignalCore:
         return self._t
 
     @property
+    def episode_end(self) -> float:
+        """The simulated time the current episode ends at (its window's end)."""
+        return self._end
+
+    @property
     def backend(self):
         return self._backend
 
@@ -220,6 +227,7 @@ class TrafficSignalCore:
             shield.reset(t0)
         self._advance(t0 + self.config.warmup)
         self._counters = self._session.counters()
+        self._session.red_light()  # red entries of the warmup are nobody's cost
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
         for agent, (_graph, inp, o) in self._observe_all()[0].items():
@@ -288,18 +296,23 @@ class TrafficSignalCore:
                 counters,
                 self._counters,
                 dilemma=dilemma,
+                red_light=self._session.red_light(),
                 ttc_threshold=self.config.ttc_threshold,
                 hard_brake_decel=self.config.hard_brake_decel,
                 counts=self._safety_counts,
             )
             for i, (agent, (graph, inp, obs[agent])) in enumerate(observed.items()):
                 rewards[agent] = float(self._rewards[agent](inp)) * self.config.reward_scale
-                infos[agent] = self._info(agent, decisions[i], graph, costs[i])
+                infos[agent] = decision_info(
+                    decisions[i], graph, costs[i], sim_time=self._t, weights=self._cost_w,
+                    vetoes_total=self.shields[agent].vetoes,
+                    overflow_lanes=self._overflow_lanes[agent],
+                )  # fmt: skip
         except SumoDiedError as exc:
             return self._died(exc, dict(zip(self.shields, decisions, strict=True)))
         self._queue_sum += queue
         self._queue_n += 1
-        system = self._system(counters, queue)
+        system = system_info(counters, self._counters, queue)
         for info in infos.values():
             info["system"] = system
         self._counters = counters
@@ -359,30 +372,6 @@ class TrafficSignalCore:
             out[agent] = (graph, RewardInput(light=light, lanes=lanes, graph=graph), o)
         return out, queue
 
-    def _info(self, agent, decision, graph, costs) -> dict[str, Any]:
-        return {
-            "sim_time": self._t,
-            "requested_action": decision.requested,
-            "applied_action": decision.applied,
-            "vetoed": decision.vetoed,
-            "veto_reason": decision.reason,
-            "vetoes_total": self.shields[agent].vetoes,
-            "costs": costs,
-            "cost": float(costs @ self._cost_w),
-            "overflow_nodes": graph.dropped_nodes,
-            "overflow_edges": graph.dropped_edges,
-            "overflow_lanes": self._overflow_lanes[agent],
-            "num_vehicles": graph.num_nodes + graph.dropped_nodes,
-        }
-
-    def _system(self, counters: Mapping[str, float], queue: float) -> dict[str, float]:
-        prev = self._counters
-        return {
-            "min_expected_vehicles": counters["min_expected"],
-            "queue": queue,
-            **{k: counters[k] - prev[k] for k in ("teleports", "collisions", "emergency_braking")},
-        }
-
     def _end_episode(self, infos: dict[str, dict[str, Any]]) -> None:
         assert self._session is not None
         mean_queue = self._queue_sum / max(self._queue_n, 1)
@@ -400,18 +389,7 @@ class TrafficSignalCore:
     def _died(self, exc: SumoDiedError, decisions: Mapping[str, Decision]):
         log.warning("SUMO died mid-episode %d at t=%.1f: %s", self._episode, self._t, exc)
         self._close_session()
-        reason = f"sumo_died: {exc}"
-        infos = {
-            a: {
-                "sim_time": self._t,
-                "truncated_reason": reason,
-                "applied_action": d.applied,
-                "vetoed": d.vetoed,
-                "costs": np.zeros(len(COST_NAMES), np.float32),
-                "cost": 0.0,
-            }
-            for a, d in decisions.items()
-        }
+        infos = died_infos(decisions, sim_time=self._t, reason=f"sumo_died: {exc}")
         rewards = dict.fromkeys(self.lights, 0.0)
         terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}
         truncateds = dict.fromkeys(self.lights, True) | {"__all__": True}

@@ -47,6 +47,7 @@ def cost_matrix(
     previous: Mapping[str, float],
     *,
     dilemma: np.ndarray | None = None,
+    red_light: np.ndarray | None = None,
     ttc_threshold: float,
     hard_brake_decel: float,
     counts: SafetyCounts = safety_counts,
@@ -54,8 +55,9 @@ def cost_matrix(
     """float32 [L, len(COST_NAMES)]: veto, vehicles (edge targets) in a pair with time-to-collision
     below ``ttc_threshold``, vehicles decelerating harder than ``hard_brake_decel``, and SUMO's
     emergency braking / teleports / collisions in the interval (``counters - previous``, shared),
-    and ``dilemma`` (per light: vehicles in the dilemma zone at its green end, ``dilemma.py``;
-    None: 0). ``counts`` computes the two per-light vehicle counts (``safety_counts`` or its compiled twin)."""
+    ``dilemma`` (per light: vehicles in the dilemma zone at its green end, ``dilemma.py``) and
+    ``red_light`` (per light: vehicles that entered on red in the interval, ``red_light.py``);
+    None: 0. ``counts`` computes the two per-light vehicle counts (``safety_counts`` or its compiled twin)."""
     costs = np.empty((len(vetoed), len(COST_NAMES)), np.float32)
     costs[:, 0] = vetoed
     costs[:, 1], costs[:, 2] = counts(
@@ -63,4 +65,5 @@ def cost_matrix(
     )
     costs[:, 3:6] = [counters[k] - previous[k] for k in SHARED_COUNTERS]
     costs[:, 6] = 0.0 if dilemma is None else dilemma
+    costs[:, 7] = 0.0 if red_light is None else red_light
     return costs

@@ -3,7 +3,9 @@
 All per-vehicle reads go through a context subscription around each controlled light (vehicle
 variables within the observation radius), so one ``simulationStep`` call returns everything the env
 needs: no per-vehicle getter loops. With a ``NativeVehicleReader`` (libsumo) there is no vehicle
-subscription: the compiled reader gives the same rows straight from libsumo's C++ API. Any backend
+subscription: the compiled reader gives the same rows straight from libsumo's C++ API. Where the
+scenario's drivers may run red (``red_light.py``), the session places loops at the links and steps
+SUMO one step at a time to count red entries; elsewhere one call steps to the next decision. Any backend
 failure surfaces as ``SumoDiedError``; ``close`` (idempotent) always removes the episode's temp dir.
 """
 
@@ -33,6 +35,7 @@ from tj_rl.env.features import (
 )
 from tj_rl.env.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
 from tj_rl.env.native_reader import NativeVehicleReader
+from tj_rl.env.red_light import RedLightLoops, allows_red_running
 from tj_rl.env.scenario import Scenario
 from tj_rl.env.shield import derive_program
 from tj_rl.env.topology import LightTopology, NetTopology
@@ -101,6 +104,7 @@ class SumoSession:
         self.extra_args = extra_args
         self.temp_dir = temp_dir
         self.workdir: Path | None = None
+        self.red: RedLightLoops | None = None  # set at start where drivers may run red
 
     def _conn(self, what: str) -> Any:
         conn = self.backend.conn
@@ -132,6 +136,10 @@ class SumoSession:
         if self.metrics:
             args += metrics_args(self.workdir)
         try:
+            files = (*self.scenario.route_files, *self.scenario.additional_files)
+            self.red = RedLightLoops(self.topology.lights) if allows_red_running(files) else None
+            if self.red is not None:
+                _add_additional(args, self.red.write(self.workdir / "red-light.add.xml"))
             self.backend.start(args, workdir=self.workdir)
             with self._guard("subscribe"):
                 conn = self.backend.conn
@@ -144,6 +152,8 @@ class SumoSession:
                             VEHICLE_VARS,
                         )
                     self._check_program(light)
+                if self.red is not None:
+                    self.red.subscribe(conn)
                 subscribed = _SUBSCRIBED_COUNTERS[self.backend.name]
                 params = {var: ("s", f"stats.{COUNTERS[c]}") for var, c in subscribed}
                 if self.backend.name == "traci":
@@ -257,9 +267,17 @@ class SumoSession:
             raise self._died(f"program {program} of light {tls_id}", exc) from exc
 
     def step_to(self, t: float) -> None:
+        """Advance SUMO to time ``t``: one call, or step by step while counting red entries."""
         conn = self._conn(f"simulationStep({t:g})")
         try:
-            conn.simulationStep(t)
+            if self.red is None:
+                conn.simulationStep(t)
+            else:
+                start, dt = self.time, self.scenario.step_length
+                n = max(round((t - start) / dt), 1)
+                for j in range(1, n + 1):  # absolute targets: no drift over the interval
+                    conn.simulationStep(t if j == n else start + j * dt)
+                    self.red.after_step(conn)
         except self.backend.fatal_errors as exc:
             raise self._died(f"simulationStep({t:g})", exc) from exc
         self._stepped = True
@@ -305,6 +323,10 @@ class SumoSession:
         data = data.reshape(len(lights), width, len(ROW_COLUMNS))
         return LightReads(data=data, counts=counts, ids=ids)
 
+    def red_light(self) -> np.ndarray | None:
+        """Per light, vehicles that entered on red since the last call (None: no driver may)."""
+        return None if self.red is None else self.red.take()
+
     def counters(self) -> dict[str, float]:
         """SUMO's cumulative counters (teleports, collisions, emergency braking) and the number
         of vehicles still expected (running + to be inserted)."""
@@ -341,3 +363,12 @@ class SumoSession:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+
+def _add_additional(args: list[str], path: Path) -> None:
+    """Append ``path`` to the additional files of SUMO's command line ``args`` (in place)."""
+    flags = [i for i, a in enumerate(args) if a in ("-a", "--additional-files")]
+    if flags:
+        args[flags[-1] + 1] += f",{path}"
+    else:
+        args += ["-a", str(path)]

@@ -5,7 +5,10 @@ The loss is the cross-entropy of the masked logits against the teacher's green p
 starts with a critic that already knows the scale of the returns, so its first advantages do not
 undo the clone). A held-out share of the samples picks the epoch: training stops after
 ``patience`` epochs without a better validation loss and the best epoch's weights are restored.
-Samples whose teacher green is masked (none for tj-rl's baselines, which respect the mask) are
+With the teacher's regrets (``Demonstrations.regrets``, ``weighting="regret"``) each decision's
+cross-entropy is weighted by what a wrong green costs there (cost-sensitive imitation, AggreVaTe:
+Ross & Bagnell 2014), so the clone spends its capacity where the choice matters; the validation
+loss that stops training is weighted the same way. Samples whose teacher green is masked (none for tj-rl's baselines, which respect the mask) are
 dropped and counted. Only the parameters passed are trained (the controller, and the GNN when it
 is fine-tuned): a frozen encoder stays as it is.
 """
@@ -49,16 +52,21 @@ def _tensors(batch: dict[str, np.ndarray]) -> dict[str, Tensor]:
 
 def _losses(actor: Actor, batch: dict[str, Tensor],
             value_coeff: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """(total loss, cross-entropy, correct count) of one batch."""
+    """(total loss, weighted cross-entropy, correct count) of one batch."""
     out = actor.forward(batch)
-    ce = F.cross_entropy(out.logits.float(), batch["actions"])
+    ce = (F.cross_entropy(out.logits.float(), batch["actions"], reduction="none")
+          * batch["weights"]).mean()  # fmt: skip
     value = F.mse_loss(out.value.float(), batch["returns"].float())
     correct = (out.logits.argmax(-1) == batch["actions"]).sum()
     return ce + value_coeff * value, ce, correct
 
 
+def _take(demos: Demonstrations, rows: np.ndarray, weights: np.ndarray) -> dict[str, Tensor]:
+    return _tensors(demos.take(rows) | {"weights": weights[rows]})
+
+
 def _evaluate(actor: Actor, demos: Demonstrations, index: np.ndarray, batch: int,
-              value_coeff: float) -> tuple[float, float]:  # fmt: skip
+              value_coeff: float, weights: np.ndarray) -> tuple[float, float]:  # fmt: skip
     """(mean cross-entropy, accuracy) over ``index``, without gradients."""
     if len(index) == 0:
         return math.nan, math.nan
@@ -66,7 +74,7 @@ def _evaluate(actor: Actor, demos: Demonstrations, index: np.ndarray, batch: int
     with torch.no_grad():
         for start in range(0, len(index), batch):
             rows = index[start:start + batch]
-            _, ce, right = _losses(actor, _tensors(demos.take(rows)), value_coeff)
+            _, ce, right = _losses(actor, _take(demos, rows, weights), value_coeff)
             ce_sum += float(ce) * len(rows)
             correct += int(right)
     return ce_sum / len(index), correct / len(index)
@@ -87,6 +95,7 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
     kept = rows[legal]
     if len(kept) < 2:
         raise ValueError(f"clone: {len(kept)} usable samples of {len(demos)}; need 2 or more")
+    weights = demos.weights() if cfg.weighting == "regret" else np.ones(len(demos), np.float32)
     rng = np.random.default_rng(cfg.seed)
     kept = rng.permutation(kept)
     n_val = max(1, round(len(kept) * cfg.validation_fraction))
@@ -98,7 +107,7 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
         for m in modules:
             m.train()
         for start in range(0, len(train), cfg.batch):
-            batch = _tensors(demos.take(train[start:start + cfg.batch]))
+            batch = _take(demos, train[start:start + cfg.batch], weights)
             loss, _, _ = _losses(actor, batch, cfg.value_coeff)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -106,7 +115,7 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
         train = rng.permutation(train)
         for m in modules:
             m.eval()
-        val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff)
+        val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff, weights)
         if progress is not None:
             progress(epoch, val_loss, val_acc)
         if val_loss < best[0] - 1e-6:
@@ -116,8 +125,8 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
     for m, state in zip(modules, best[2], strict=True):
         m.load_state_dict(state)
         m.eval()
-    val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff)
-    _, train_acc = _evaluate(actor, demos, train, cfg.batch, cfg.value_coeff)
+    val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff, weights)
+    _, train_acc = _evaluate(actor, demos, train, cfg.batch, cfg.value_coeff, weights)
     return CloneResult(samples=len(kept), dropped=len(demos) - len(kept), epochs=epoch,
                        best_epoch=best[1], train_accuracy=train_acc,
                        validation_accuracy=val_acc, validation_loss=val_loss)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["CloneConfig"]
 
@@ -13,7 +14,9 @@ __all__ = ["CloneConfig"]
 class CloneConfig:
     """How the clone trains: ``epochs`` at most, minibatches of ``batch`` samples, Adam at
     ``lr``, the value loss weighted by ``value_coeff``, ``validation_fraction`` of the samples
-    held out to stop after ``patience`` epochs without improvement; ``seed`` orders the data."""
+    held out to stop after ``patience`` epochs without improvement; ``seed`` orders the data;
+    ``weighting``: ``regret`` weighs each decision by the teacher's regrets where the
+    demonstrations have them (cost-sensitive), ``none`` counts every decision alike."""
 
     epochs: int = 30
     batch: int = 256
@@ -22,8 +25,11 @@ class CloneConfig:
     validation_fraction: float = 0.1
     patience: int = 4
     seed: int = 0
+    weighting: Literal["regret", "none"] = "regret"
 
     def __post_init__(self) -> None:
+        if self.weighting not in ("regret", "none"):
+            raise ValueError(f"CloneConfig.weighting={self.weighting!r}: 'regret' or 'none'")
         for name in ("epochs", "batch", "patience"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -6,7 +6,9 @@ there, and the discounted return from there.
 labels the states that policy visits: DAgger (Ross et al., 2011), which corrects behaviour
 cloning's drift away from the states the teacher shows. The return is that of the acting policy's
 own reward stream (the env's reward, as PPO sees it), truncated at the episode's end: a warm start
-for the value head, not an unbiased estimate.
+for the value head, not an unbiased estimate. A teacher with a ``regrets()`` method (the
+``lookahead`` teacher) also gives, per light and step, what each green would cost against its best
+one: cloning then weighs a decision by what a wrong green there costs (AggreVaTe).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ class Demonstrations:
     """``obs[key]`` [n, ...] (every key of the env's observation), ``actions`` [n] int64 (the
     teacher's),
     ``returns`` [n] float32, ``agreement``: the share of steps where the acting policy chose the
-    teacher's green (1.0 when the teacher acts)."""
+    teacher's green (1.0 when the teacher acts); ``regrets`` [n, actions] float32 or None: each
+    green's cost against the teacher's best (NaN: not known, e.g. not feasible)."""
 
     obs: dict[str, np.ndarray]
     actions: np.ndarray
     returns: np.ndarray
+    regrets: np.ndarray | None = None
     agreement: float = 1.0
     episodes: int = 0
     notes: list[str] = field(default_factory=list)
@@ -43,6 +47,14 @@ class Demonstrations:
         if bad or len(self.returns) != n or "action_mask" not in self.obs:
             raise ValueError(f"Demonstrations: {n} actions but observation keys {bad}, the "
                              "returns or a missing action_mask differ")  # fmt: skip
+        if self.regrets is not None and self.regrets.shape != self.obs["action_mask"].shape:
+            raise ValueError(f"Demonstrations: regrets {self.regrets.shape}, need the action "
+                             f"mask's shape {self.obs['action_mask'].shape}")  # fmt: skip
+
+    def _regrets_or_nan(self) -> np.ndarray:
+        if self.regrets is not None:
+            return self.regrets
+        return np.full(self.obs["action_mask"].shape, np.nan, np.float32)
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -50,10 +62,13 @@ class Demonstrations:
     def __add__(self, other: Demonstrations) -> Demonstrations:
         """Both sets, this one first (DAgger's aggregation)."""
         n, m = len(self), len(other)
+        regrets = None
+        if self.regrets is not None or other.regrets is not None:
+            regrets = np.concatenate([self._regrets_or_nan(), other._regrets_or_nan()])
         return Demonstrations(
             obs={k: np.concatenate([v, other.obs[k]]) for k, v in self.obs.items()},
             actions=np.concatenate([self.actions, other.actions]),
-            returns=np.concatenate([self.returns, other.returns]),
+            returns=np.concatenate([self.returns, other.returns]), regrets=regrets,
             agreement=(self.agreement * n + other.agreement * m) / max(n + m, 1),
             episodes=self.episodes + other.episodes, notes=[*self.notes, *other.notes],
         )  # fmt: skip
@@ -62,6 +77,23 @@ class Demonstrations:
         """Rows ``index`` as one batch: the observation keys plus ``actions`` and ``returns``."""
         out = {k: v[index] for k, v in self.obs.items()}
         return out | {"actions": self.actions[index], "returns": self.returns[index]}
+
+    def weights(self) -> np.ndarray:
+        """[n] float32, mean 1 over the decisions with a known choice: a decision's weight is the
+        mean regret of the greens the teacher did not take (what a wrong green costs there); 1
+        where no regret is known; 0 where every alternative costs the same as the best."""
+        n = len(self)
+        if self.regrets is None:
+            return np.ones(n, np.float32)
+        reg = np.where(self.obs["action_mask"].astype(bool), self.regrets, np.nan)
+        reg[np.arange(n), self.actions] = np.nan  # the teacher's own green
+        known = np.isfinite(reg).any(axis=1)
+        out = np.ones(n, np.float32)
+        if known.any():
+            mean = np.nanmean(reg[known], axis=1)
+            scale = float(mean.mean())
+            out[known] = mean / scale if scale > 0 else 1.0
+        return out
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -75,9 +107,10 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def _episode(env: TrafficSignalCore, teacher: Policy, acting: Policy, seed: int,
-             gamma: float) -> tuple[list[Mapping[str, Any]], list[int], np.ndarray, int]:  # fmt: skip
-    """One episode: (observations, teacher actions, returns, agreeing steps), time major."""
+def _episode(env: TrafficSignalCore, teacher: Policy, acting: Policy, seed: int, gamma: float
+             ) -> tuple[list[Mapping[str, Any]], list[int], np.ndarray, int, list[np.ndarray]]:  # fmt: skip
+    """One episode: (observations, teacher actions, returns, agreeing steps, the teacher's
+    regrets if it gives them), time major."""
     obs, infos = env.reset(seed=seed)
     teacher.reset(env)
     if acting is not teacher:
@@ -85,10 +118,15 @@ def _episode(env: TrafficSignalCore, teacher: Policy, acting: Policy, seed: int,
     agents = list(env.possible_agents)
     seen: list[Mapping[str, Any]] = []
     labels: list[int] = []
+    regrets: list[np.ndarray] = []
     rewards: list[list[float]] = []
     agree = 0
+    regret_of = getattr(teacher, "regrets", None)
     while True:
         wanted = teacher.compute_actions(obs, infos)
+        if callable(regret_of):
+            known = regret_of()
+            regrets += [known.get(a, np.full(len(obs[a]["action_mask"]), np.nan)) for a in agents]
         chosen = wanted if acting is teacher else acting.compute_actions(obs, infos)
         # copies: an env may reuse its observation buffers at the next step
         seen += [{k: np.array(v) for k, v in obs[a].items()} for a in agents]
@@ -99,7 +137,7 @@ def _episode(env: TrafficSignalCore, teacher: Policy, acting: Policy, seed: int,
         if trunc["__all__"]:
             break
     returns = discounted_returns(np.asarray(rewards, dtype=np.float64), gamma).reshape(-1)
-    return seen, labels, returns, agree
+    return seen, labels, returns, agree, regrets
 
 
 def record_demonstrations(env: TrafficSignalCore, teacher: Policy, seeds: Sequence[int], *,
@@ -114,14 +152,17 @@ def record_demonstrations(env: TrafficSignalCore, teacher: Policy, seeds: Sequen
     seen: list[Mapping[str, Any]] = []
     labels: list[int] = []
     returns: list[np.ndarray] = []
+    regrets: list[np.ndarray] = []
     agree = 0
     for seed in seeds:
-        s, a, r, g = _episode(env, teacher, actor, int(seed), gamma)
+        s, a, r, g, q = _episode(env, teacher, actor, int(seed), gamma)
         seen += s
         labels += a
         returns.append(r)
+        regrets += q
         agree += g
     obs = {k: np.stack([o[k] for o in seen]) for k in seen[0]}
     return Demonstrations(obs=obs, actions=np.asarray(labels, dtype=np.int64),
                           returns=np.concatenate(returns), agreement=agree / max(len(labels), 1),
+                          regrets=np.stack(regrets).astype(np.float32) if regrets else None,
                           episodes=len(seeds))  # fmt: skip
