@@ -71,10 +71,29 @@ def test_sims_per_runner_selects_the_parallel_env_runner() -> None:
     ("phase2.imitation.teacher=sumo-actuated", "phase2.imitation"),
     ("phase2.imitation.candidates=[scenario-program]", "act through the env"),
     ("phase2.imitation.episodes=0", "phase2.imitation"),
+    ("phase2.imitation.lookahead_s=-5", "lookahead_s"),
+    ("phase2.imitation.lookahead_sees=future", "lookahead_sees"),
+    ("phase2.gridlock.window_s=0", "phase2.gridlock"),
+    ("scenario.env.gridlock={}", "set phase2.gridlock instead"),
 ])  # fmt: skip
 def test_bad_phase2_config_is_refused_with_its_path(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(profile="smoke", overrides=[override])
+
+
+def test_gridlock_ends_training_episodes_only_by_default(tmp_path) -> None:
+    """On by default for training (phases 2 and 3 build their envs from ``setup.env``), off in
+    the scenario's env (evaluation, phase 1) and for demonstrations; ``null`` turns it off."""
+    from tj_hybrid.rl_setup import prepare_rl
+    from tj_rl.env.gridlock import GridlockConfig
+
+    cfg = load_config(profile="smoke").config
+    assert cfg.phase2.gridlock == GridlockConfig() and cfg.scenario.env.gridlock is None
+    setup = prepare_rl(cfg, agent_dir=None, data_dir=tmp_path)
+    assert setup.env.gridlock == GridlockConfig()
+    assert setup.env_config()["gridlock"] == GridlockConfig()
+    off = load_config(profile="smoke", overrides=["phase2.gridlock=null"]).config
+    assert prepare_rl(off, agent_dir=None, data_dir=tmp_path).env.gridlock is None
 
 
 def test_a_module_trained_without_a_phase1_agent_exports_and_loads(tmp_path) -> None:

@@ -50,6 +50,7 @@ def test_phase_all_then_resume_repeats_nothing(
     assert out.returncode == 0, out.stdout + out.stderr
     assert "phase 1 done" in out.stdout and "phase 2 done: held-out avg delay" in out.stdout
     assert "phase 3 done: held-out avg delay" in out.stdout
+    assert "phase 3: exported " in out.stderr  # which candidate validation chose, and why
     pdir = tmp_path / "runs" / "p2" / "phase2"
     assert sorted(p.name for p in (pdir / "checkpoints").iterdir()) == ["iter-00001", "iter-00002"]
     rows = [json.loads(x) for x in (pdir / "logs" / "metrics.jsonl").read_text().splitlines()]
@@ -96,9 +97,10 @@ def test_phase_all_then_resume_repeats_nothing(
 
 def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     """Phase 3's artefacts: 3 iterations logged with lambda and the limit set from the frontier,
-    checkpoints, an agent whose GNN is phase 2's and whose controller moved, the held-out table
-    with both trained policies and the baselines, the trade-off against the baselines' frontier,
-    and the run's final report."""
+    checkpoints, the candidates scored on validation and the chosen one exported, a last policy
+    whose GNN is phase 2's and whose controller moved, the held-out table with both trained
+    policies and the baselines, the trade-off against the baselines' frontier, and the run's final
+    report."""
     from safetensors.torch import load_file
 
     pdir = run_dir / "phase3"
@@ -113,11 +115,21 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     assert all(r["cost_limit"] == limit["value"] for r in rows)
     assert all(r["queue/bytes_peak"] <= r["queue/bytes_bound"] for r in rows)
     assert [p.name for p in (pdir / "checkpoints").glob("ckpt-*.pt")]
+    # a candidate per checkpoint, each scored on validation; the exported agent is the chosen one
+    selection = json.loads((pdir / "candidates" / "selection.json").read_text())
+    assert set(selection["scores"]) == {"0", "1", "2", "3"}  # 0: phase 2's policy
+    assert selection["cost_limit"] == limit["value"]
+    assert selection["scores"]["0"] == limit["points"]["phase2"]  # reused, not simulated again
+    chosen = pdir / "candidates" / f"iter-{selection['chosen']:05d}" / "model.safetensors"
+    exported = load_file(str(chosen)) if selection["chosen"] else p2
+    last = load_file(str(pdir / "candidates" / "iter-00003" / "model.safetensors"))
     p3 = load_file(str(pdir / "agent" / "model.safetensors"))
+    assert p3.keys() == exported.keys() and all((p3[k] == exported[k]).all() for k in p3)
     gnn = [k for k in p2 if k.startswith("world_model.encoder.")]
     assert gnn and all((p2[k] == p3[k]).all() for k in gnn)
-    assert any(not (p2[k] == p3[k]).all() for k in p2 if k.startswith("controller."))
-    assert any(not (p2[k] == p3[k]).all() for k in p2 if k.startswith("shield."))
+    # training moved the controller and the shield (the last iteration's policy)
+    assert any(not (p2[k] == last[k]).all() for k in p2 if k.startswith("controller."))
+    assert any(not (p2[k] == last[k]).all() for k in p2 if k.startswith("shield."))
     evaluation = json.loads((pdir / "eval.json").read_text())
     for label in ("held_out", "held_out_heavy"):
         assert set(evaluation[label]["summary"]) == {"phase3", "phase2", *BASELINES}
@@ -125,6 +137,7 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     for png in ("constraint.png", "learning.png", "heldout.png", "tradeoff.png", "memory.png"):
         assert (pdir / png).stat().st_size > 0, png
     assert "frontier of the baselines" in (pdir / "report.md").read_text()
+    assert "validation (avg delay, episode cost) per candidate" in (pdir / "report.md").read_text()
     report = (run_dir / "report.md").read_text()
     assert "| phase3 |" in report and "| phase2 |" in report and "| fixed-time |" in report
     assert (run_dir / "memory.png").stat().st_size > 0

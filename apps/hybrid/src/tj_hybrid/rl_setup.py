@@ -155,7 +155,7 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     env = dataclasses.replace(
         cfg.scenario.env, reward=p2.reward, reward_scale=p2.reward_scale, metrics=False,
         pad_to_scenario=True, max_lanes=lanes, route_files=tuple(str(f) for f in files),
-        temp_dir=str(temp_dir) if temp_dir is not None else None,
+        temp_dir=str(temp_dir) if temp_dir is not None else None, gridlock=p2.gridlock,
     )  # fmt: skip
     if temp_dir is not None:
         temp_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from tj_hybrid.config.sections import TimeWindows, check_windows, positive
+from tj_rl.env.gridlock import GridlockConfig
 from tj_rl.imitation.config import CloneConfig
 
 __all__ = [
@@ -222,6 +223,10 @@ class Phase2Section:
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     ray_address: str | None = None  # attach to an existing Ray cluster instead of starting one
+    # training episodes (phases 2 and 3) that gridlock end as a penalised failure (tj-rl's
+    # GridlockConfig: SUMO teleports, or queues that stop moving); null: off. Evaluation and
+    # demonstrations always run to the window's end (a cut episode would hide its real delay)
+    gridlock: GridlockConfig | None = field(default_factory=GridlockConfig)
     ppo: PPOSection = field(default_factory=PPOSection)
     demand: DemandSection = field(default_factory=DemandSection)
     eval: EvalSection = field(default_factory=EvalSection)

@@ -106,6 +106,9 @@ class Phase3Section:
     batch_ram: float | str = "512M"  # an iteration's batch above this spills to a tj-data store
     checkpoint_every: int = 2
     keep_checkpoints: int = 2
+    # exported: ``best``: on validation traffic, phase 2's policy or a checkpoint's (the lowest
+    # delay within the cost limit, else the lowest cost; ``tj_hybrid.phase3.select``); ``last``
+    select: Literal["best", "last"] = "best"
     lagrange: LagrangeSection = field(default_factory=LagrangeSection)
     collect: CollectSection = field(default_factory=CollectSection)
 
@@ -127,6 +130,8 @@ class Phase3Section:
         unknown = set(self.cost_weights) - set(COST_NAMES)
         if unknown:
             raise ValueError(f"cost_weights: unknown cost(s) {sorted(unknown)}; known {COST_NAMES}")
+        if self.select not in ("best", "last"):
+            raise ValueError(f"select: 'best' or 'last', got {self.select!r}")
         if self.keep_checkpoints < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         negative = {k: v for k, v in self.cost_weights.items() if v < 0}

@@ -104,6 +104,8 @@ class ScenarioSection:
             raise ValueError(
                 f"path {self.path}: expected a SUMO configuration file (.sumocfg or .cfg)"
             )
+        if self.env.gridlock is not None:  # one place: training ends gridlocks, evaluation never
+            raise ValueError("env.gridlock: set phase2.gridlock instead (training episodes only)")
 
 
 @dataclass(kw_only=True)

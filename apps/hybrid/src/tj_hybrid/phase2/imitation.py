@@ -83,7 +83,8 @@ def _record(setup: RLSetup, teacher: Any, count: int, first: int, acting: Any = 
     from tj_rl.env import TrafficSignalCore
     from tj_rl.imitation import record_demonstrations
 
-    env_cfg = dataclasses.replace(setup.env, route_files=(), metrics=False)
+    # whole episodes: the look-ahead teacher's copies must not meet a gridlock's early end
+    env_cfg = dataclasses.replace(setup.env, route_files=(), metrics=False, gridlock=None)
     out = None
     for scenario, seed in _episodes(setup, count, first):
         env = TrafficSignalCore(env_cfg, scenario=scenario)

@@ -63,6 +63,7 @@ def _metrics(result: dict[str, Any], policy: str) -> dict[str, float]:
         "episode/vetoes_mean": runners.get("episode_vetoes_mean"),
         "shield/vetoes_lifetime": runners.get("vetoes_lifetime"),
         "episodes_sumo_died": runners.get("episodes_sumo_died"),
+        "episodes_gridlock": runners.get("episodes_gridlock"),  # ended as failures (lifetime)
         # RLlib's own timers (smoothed means over iterations, not this iteration's exact split)
         "time/rllib_sampling_s": result.get("timers", {}).get("env_runner_sampling_timer"),
         "time/rllib_learning_s": result.get("timers", {}).get("learner_update_timer"),

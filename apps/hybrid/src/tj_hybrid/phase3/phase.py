@@ -1,6 +1,7 @@
 """Phase 3 as the registry sees it: plan, DDP ranks with their collectors under a memory monitor,
-then the exported agent evaluated without Ray against the phase-2 policy and the baselines, the
-phase report (the runner then writes the run's final report)."""
+the exported agent chosen on validation traffic among phase 2's and every checkpoint's, then it
+evaluated without Ray against the phase-2 policy and the baselines, the phase report (the runner
+then writes the run's final report)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
         "plan": out["plan"],
         "iterations": summary["iterations"], "policy version": summary["policy_version"],
         "cost limit": f"{summary['cost_limit']:.2f}: {out['limit']}",
+        "exported": f"iteration {out['exported']} (0: phase 2's policy; phase3.select: "
+                    f"{context.config.phase3.select})",
         "final lambda": f"{summary['lambda']:.4f}",
         "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
                               f"(after the first iteration: "
@@ -91,7 +94,8 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
             f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
             f"({(after.uss - before.uss) / 2**20:+.0f})",
     }  # fmt: skip
-    report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"])
+    report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"],
+                                 lines=out["selection"])  # fmt: skip
     summ = evaluation["held_out"]["summary"]
     delay, cost = means(summ, "avg_delay"), means(summ, "cost")
     result = PhaseResult(
@@ -101,6 +105,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
                   f"{cost['phase2']:.1f}; limit {summary['cost_limit']:.1f})"),
         metrics={**summary, "avg_delay": delay, "cost": cost,
                  "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
+                 "exported_iteration": out["exported"],
                  "budget_bytes": budget, "tree_uss_before": before.uss,
                  "tree_uss_after": after.uss, "tree_pss_before": before.pss,
                  "tree_pss_after": after.pss},
@@ -109,15 +114,18 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
 
 
 def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = None) -> dict | None:
-    """The isolated child: plan, the DDP ranks (each with its collectors), then the held-out
-    evaluation of the phase-3 and phase-2 policies against the baselines (no Ray). Under
-    torchrun (``launch``) every rank calls it in place: each machine plans its own collectors,
-    rank 0 evaluates (the others wait, then get None)."""
+    """The isolated child: plan, the DDP ranks (each with its collectors), the exported policy
+    chosen on validation (``select.py``), then the held-out evaluation of the phase-3 and phase-2
+    policies against the baselines (no Ray). Under torchrun (``launch``) every rank calls it in
+    place: each machine plans its own collectors, rank 0 chooses and evaluates (the others wait,
+    then get None)."""
     import tj_dist
     from tj_hybrid.evaluation import evaluate_policies
     from tj_hybrid.handoff import load_handoff
     from tj_hybrid.phase3.limit import CostLimit, auto_cost_limit
     from tj_hybrid.phase3.plan import Phase3Plan, plan_phase3
+    from tj_hybrid.phase3.report import selection_lines
+    from tj_hybrid.phase3.select import select_policy
     from tj_hybrid.phase3.train import Phase3Job, train_rank
     from tj_rl.control import AgentPolicy
 
@@ -159,6 +167,9 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
         if not main:
             return None
         assert summary is not None
+        # the exported policy: validation's choice among phase 2's and every checkpoint's
+        choice = (select_policy(cfg, plan.setup, pdir, context.previous_agent, summary["cost_limit"])
+                  if cfg.phase3.select == "best" else None)  # fmt: skip
         # the phase-3 policy acts behind its learned shield when ``shield_threshold`` is set
         policies = {"phase3": AgentPolicy(pdir.agent,
                                           shield_threshold=cfg.phase3.shield_threshold),
@@ -167,6 +178,8 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
                                        cost_weights=cfg.phase3.cost_weights)  # fmt: skip
     return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
             "limit": limit.line if limit is not None else "set in the config",
+            "selection": selection_lines(choice),
+            "exported": choice.iteration if choice is not None else summary["iterations"],
             "queue_bytes": plan.queue_bytes, "train_wall_s": train_wall,
             "collectors": plan.collectors_per_rank * plan.world.nprocs}  # fmt: skip
 

@@ -1,7 +1,8 @@
 """Phase 3's report: the constraint over training (episode cost against the limit, lambda), the
 learning curves, the held-out tables of the phase-3 and phase-2 policies and the baselines, and
 where each of them sits between delay and safety cost against the baselines' frontier
-(``tradeoff.png`` and the report's lines: the frontier, the correlation of cost with delay)."""
+(``tradeoff.png`` and the report's lines: the frontier, the correlation of cost with delay), and
+which candidate was exported, by its validation point (``select.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tj_hybrid.evaluation import (
     series,
     write_phase_report,
 )
+from tj_hybrid.phase3.select import Choice, candidate_name
 from tj_hybrid.results import read_metrics_log
 from tj_hybrid.run_dir import PhaseDir
 
@@ -32,6 +34,7 @@ __all__ = [
     "plot_constraint",
     "plot_phase3_learning",
     "plot_tradeoff",
+    "selection_lines",
     "write_phase3_report",
 ]
 
@@ -133,6 +136,15 @@ def frontier_lines(evaluation: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def selection_lines(choice: Choice | None) -> list[str]:
+    """The report's lines on the exported policy: every candidate's validation (delay, cost) and
+    the choice (``phase3.select: best``), or that the last iteration's was taken (``last``)."""
+    if choice is None:
+        return ["- exported: the last iteration's policy (phase3.select: last)"]
+    seen = "; ".join(f"{candidate_name(i)}: {d:.2f} s, {c:.2f}" for i, (d, c) in choice.scores.items())
+    return [f"- validation (avg delay, episode cost) per candidate: {seen}", f"- {choice.line}"]
+
+
 PHASE3_PANELS = (("episode_return_mean", "episode return (training traffic)"),
                  ("policy/entropy", "policy entropy"), ("policy/approx_kl", "approx. KL"),
                  ("time/data_wait_fraction", "data-wait fraction"))  # fmt: skip
@@ -144,8 +156,9 @@ def plot_phase3_learning(rows: Sequence[Mapping[str, Any]], out: Path) -> Path |
 
 
 def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, Any],
-                        cost_limit: float | None = None) -> Path:  # fmt: skip
-    """``phase3/report.md`` + PNGs; the evaluation is saved to ``eval.json``."""
+                        cost_limit: float | None = None, lines: Sequence[str] = ()) -> Path:  # fmt: skip
+    """``phase3/report.md`` + PNGs; the evaluation is saved to ``eval.json``; ``lines`` lead the
+    report's words on the trade-off (the exported candidate: ``selection_lines``)."""
     save_evaluation(pdir.eval, evaluation)
     rows = read_metrics_log(pdir.metrics)
     pngs = [p for p in (plot_constraint(rows, pdir.root / "constraint.png"),
@@ -160,7 +173,7 @@ def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[
     nan = float("nan")
     lead = [f"Phase-3 policy: avg delay {delay.get('phase3', nan):.2f} s, episode cost "
             f"{cost.get('phase3', nan):.1f}; phase-2 policy: {delay.get('phase2', nan):.2f} s, "
-            f"{cost.get('phase2', nan):.1f}.", "", *frontier_lines(evaluation)]  # fmt: skip
+            f"{cost.get('phase2', nan):.1f}.", "", *lines, *frontier_lines(evaluation)]  # fmt: skip
     return write_phase_report(
         pdir.report,
         title="Phase 3: PPO-Lagrangian under a safety-cost limit (DDP on streamed rollouts)",

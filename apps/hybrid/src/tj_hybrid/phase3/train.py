@@ -9,7 +9,8 @@ run ``epochs`` shuffled passes of micro-batches with the frozen GNN's embeddings
 lambda by the Lagrange rule on the mean episode cost of all ranks, publish the new weights
 (rank 0), log, checkpoint. A checkpoint holds the controller and shield, the optimizer, the
 scaler, lambda's state, the policy version and the cost limit; ``--resume`` continues at the next
-iteration with the same weights published and the same limit.
+iteration with the same weights published and the same limit. With each checkpoint rank 0
+exports the policy as a candidate for the validation choice (``select.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tj_hybrid.phase3.collectors import (
 )
 from tj_hybrid.phase3.learner import Learner, LossWeights, micro_batch_loss
 from tj_hybrid.phase3.plan import byte_bound
+from tj_hybrid.phase3.select import candidate_dir
 from tj_hybrid.progress import StepProgress
 from tj_hybrid.training import (
     CacheShrinker,
@@ -132,6 +134,7 @@ def _episode_stats(episodes: list[dict[str, Any]]) -> dict[str, float]:
         "n": float(len(episodes)), "cost": float(sum(e["cost"] for e in episodes)),
         "return": float(sum(e["return"] for e in episodes)),
         "died": float(sum(e["sumo_died"] for e in episodes)),
+        "gridlock": float(sum(bool(e.get("gridlock")) for e in episodes)),
     })  # fmt: skip
 
 
@@ -234,7 +237,7 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
                 **stats, "lambda": lam, "cost_limit": progress.cost_limit,
                 "episodes": eps["n"], "episode_cost_mean": mean_cost if mean_cost is not None else float("nan"),
                 "episode_return_mean": eps["return"] / eps["n"] if eps["n"] else float("nan"),
-                "episodes_sumo_died": eps["died"],
+                "episodes_sumo_died": eps["died"], "episodes_gridlock": eps["gridlock"],
                 **sum_over_ranks({"samples/dropped_stale": float(dropped),
                                   "collectors/restarts": float(pool.stats.restarts)}),
                 "time/data_wait_fraction": wait / wall, "time/iteration_s": wall,
@@ -251,7 +254,8 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
                                                optimizer=optimizer, amp=amp, accumulator=acc,
                                                extra=extra)  # fmt: skip
                 with tj_dist.rank_zero_only() as main:
-                    if main:
+                    if main:  # the candidate first: every checkpoint has one (phase3/select.py)
+                        agent.save(candidate_dir(pdir, progress.iteration))
                         tj_dist.save_checkpoint(pdir.checkpoints, state, step=progress.iteration,
                                                 keep=p3.keep_checkpoints)  # fmt: skip
     finally:

@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "errors": ["LibsumoBusyError", "ScenarioError", "SumoDiedError", "SumoStartError"],
         "features": ["EDGE_FEATURES", "NODE_FEATURES", "GraphConfig", "VehicleGraph"],
         "graphs": ["build_graph", "build_graphs"],
+        "gridlock": ["GRIDLOCK", "GridlockConfig", "GridlockDetector"],
         "metrics": ["METRIC_NAMES", "EpisodeMetrics", "Spread"],
         "native_reader": ["NativeReaderError", "build_native_reader"],
         "observation": ["LANE_FEATURES"],

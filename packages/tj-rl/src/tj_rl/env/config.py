@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from tj_rl.env.backends import BackendName
 from tj_rl.env.features import GraphConfig
+from tj_rl.env.gridlock import GridlockConfig
 
 __all__ = ["COST_NAMES", "EnvConfig", "KernelName", "ReaderName", "split_env_config"]
 
@@ -84,6 +85,10 @@ class EnvConfig:
     route_stream: int = 0
     sumo_args: tuple[str, ...] = ()
     temp_dir: str | None = None  # where episode temp dirs go (None: the system default)
+    # A gridlocked episode ends as a failure (terminated, penalised: gridlock.py). Off by default:
+    # evaluation must run a gridlocked episode to its end to measure its true delay (cut short, its
+    # stuck vehicles stop adding delay); training turns it on. A mapping is typed.
+    gridlock: GridlockConfig | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("libsumo", "traci"):
@@ -153,6 +158,19 @@ class EnvConfig:
         object.__setattr__(self, "route_files", tuple(str(p) for p in self.route_files))
         if not isinstance(self.route_stream, int) or self.route_stream < 0:
             raise ValueError(f"EnvConfig.route_stream: {self.route_stream!r}, expected an int >= 0")
+        object.__setattr__(self, "gridlock", GridlockConfig.of(self.gridlock))
+
+    def check_step_length(self, step_length: float) -> None:
+        """The timings in seconds must be multiples of a scenario's SUMO step length."""
+        for name in ("delta_time", "yellow_time", "all_red_time"):
+            if getattr(self, name) == "ite":  # computed per light, rounded up to the step
+                continue
+            value = getattr(self, name) / step_length
+            if abs(value - round(value)) > 1e-6:
+                raise ValueError(
+                    f"EnvConfig.{name}: {getattr(self, name)} s is not a multiple of the "
+                    f"scenario's step length {step_length} s"
+                )
 
     @property
     def padded(self) -> bool:

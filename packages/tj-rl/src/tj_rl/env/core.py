@@ -14,7 +14,8 @@ time to count red entries: ``red_light.py``). Observations follow DESIGN "RL obs
 Episodes end by truncation at the scenario's ``end`` (with ``Scenario.windows``: each episode runs
 one window, drawn like the route files, and ``info["window"]`` names it), or when SUMO dies: then
 the step returns truncated for every agent with ``info["truncated_reason"]``, and the next
-``reset`` starts a fresh SUMO. ``close`` is idempotent.
+``reset`` starts a fresh SUMO. With ``EnvConfig.gridlock`` a gridlocked episode instead terminates
+as a penalised failure (``info["failure"]``: ``gridlock.py``). ``close`` is idempotent.
 
 ``reset(options={"signals": "program"})`` runs an episode in which SUMO runs the lights' own
 programs (the scenario's, or an actuated net's): actions are checked but not applied, the shield
@@ -42,6 +43,7 @@ from tj_rl.env.dilemma import DilemmaZone
 from tj_rl.env.errors import ScenarioError, SumoDiedError
 from tj_rl.env.features import VehicleFrame, VehicleGraph
 from tj_rl.env.graphs import split_graphs
+from tj_rl.env.gridlock import GRIDLOCK, GridlockDetector
 from tj_rl.env.kernels import step_kernels, warm_up
 from tj_rl.env.metrics import EpisodeMetrics
 from tj_rl.env.native_reader import reader_for
@@ -51,7 +53,7 @@ from tj_rl.env.rewards import RewardInput, make_reward
 from tj_rl.env.scenario import Scenario
 from tj_rl.env.session import LightReads, SumoSession
 from tj_rl.env.shield import Decision, RuleShield
-from tj_rl.env.step_info import decision_info, died_infos, system_info
+from tj_rl.env.step_info import decision_info, died_infos, died_step, system_info
 from tj_rl.env.topology import read_topology
 from tj_rl.traffic.routes import pick_index, pick_route
 
@@ -86,15 +88,7 @@ class TrafficSignalCore:
             scenario = Scenario.from_sumocfg(scenario)
         self.scenario = scenario
         cfg = self.config
-        for name in ("delta_time", "yellow_time", "all_red_time"):
-            if getattr(cfg, name) == "ite":  # computed per light, rounded up to the step
-                continue
-            value = getattr(cfg, name) / scenario.step_length
-            if abs(value - round(value)) > 1e-6:
-                raise ValueError(
-                    f"EnvConfig.{name}: {getattr(cfg, name)} s is not a multiple of the scenario's "
-                    f"step length {scenario.step_length} s"
-                )
+        cfg.check_step_length(scenario.step_length)
         self.topology = read_topology(
             scenario,
             yellow_time=cfg.yellow_time,
@@ -137,6 +131,7 @@ class TrafficSignalCore:
         self._program = False  # this episode: SUMO runs the lights' programs
         self._last_obs: dict[str, dict[str, np.ndarray]] = {}
         self._rewards = {a: make_reward(cfg.reward) for a in self.lights}
+        self._gridlock = GridlockDetector(cfg.gridlock, delta_time=cfg.delta_time)
         self._counters: dict[str, float] = {}
         self._queue_sum, self._queue_n = 0.0, 0
         self._rng = np.random.default_rng(scenario.seed)
@@ -227,6 +222,7 @@ class TrafficSignalCore:
             shield.reset(t0)
         self._advance(t0 + self.config.warmup)
         self._counters = self._session.counters()
+        self._gridlock.reset(self._t, self._counters)
         self._session.red_light()  # red entries of the warmup are nobody's cost
         self._queue_sum, self._queue_n = 0.0, 0
         obs, infos = {}, {}
@@ -318,9 +314,13 @@ class TrafficSignalCore:
         self._counters = counters
         self._last_obs = obs
         done = self._t >= self._end - _EPS
-        if done:
-            self._end_episode(infos)
-        terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}
+        failed = not done and self._gridlock.update(self._t, queue, counters, rewards)
+        if failed:  # a gridlock: a terminal failure, penalised (gridlock.py)
+            rewards = self._gridlock.penalise(rewards, seconds_left=self._end - self._t,
+                                              reward_scale=self.config.reward_scale)  # fmt: skip
+        if done or failed:
+            self._end_episode(infos, failure=self._gridlock.detail if failed else None)
+        terminateds = dict.fromkeys(self.lights, failed) | {"__all__": failed}
         truncateds = dict.fromkeys(self.lights, done) | {"__all__": done}
         return obs, rewards, terminateds, truncateds, infos
 
@@ -372,7 +372,9 @@ class TrafficSignalCore:
             out[agent] = (graph, RewardInput(light=light, lanes=lanes, graph=graph), o)
         return out, queue
 
-    def _end_episode(self, infos: dict[str, dict[str, Any]]) -> None:
+    def _end_episode(self, infos: dict[str, dict[str, Any]], failure: dict | None) -> None:
+        """Close the session, its metrics into every info; how it ended (a time limit, or the
+        ``failure`` that terminated it: ``info["failure"]`` and its detail)."""
         assert self._session is not None
         mean_queue = self._queue_sum / max(self._queue_n, 1)
         vetoes = sum(s.vetoes for s in self.shields.values())
@@ -382,7 +384,10 @@ class TrafficSignalCore:
             self._session = None
         self.last_episode_metrics = metrics
         for info in infos.values():
-            info["truncated_reason"] = "time_limit"
+            if failure is None:
+                info["truncated_reason"] = "time_limit"
+            else:
+                info["failure"], info[GRIDLOCK] = GRIDLOCK, failure
             if metrics is not None:
                 info["episode"] = metrics.as_dict()
 
@@ -390,7 +395,4 @@ class TrafficSignalCore:
         log.warning("SUMO died mid-episode %d at t=%.1f: %s", self._episode, self._t, exc)
         self._close_session()
         infos = died_infos(decisions, sim_time=self._t, reason=f"sumo_died: {exc}")
-        rewards = dict.fromkeys(self.lights, 0.0)
-        terminateds = dict.fromkeys(self.lights, False) | {"__all__": False}
-        truncateds = dict.fromkeys(self.lights, True) | {"__all__": True}
-        return dict(self._last_obs), rewards, terminateds, truncateds, infos
+        return died_step(self._last_obs, infos)

@@ -49,6 +49,8 @@ COUNTERS: dict[str, str] = {
     "teleports": "teleports.total",
     "collisions": "safety.collisions",
     "emergency_braking": "safety.emergencyBraking",
+    "inserted": "vehicles.inserted",  # inserted minus running: arrivals (gridlock.py)
+    "running": "vehicles.running",
 }
 SIM_VARS = (tc.VAR_TIME, tc.VAR_MIN_EXPECTED_VEHICLES)
 # Counters delivered with the step by the simulation subscription (one socket round trip fewer per

@@ -1,6 +1,6 @@
 """The info dicts a step returns: one agent's decision, costs and overflow, the network-wide
-system numbers, and the infos of a step whose SUMO died (``TrafficSignalCore.step``'s contract,
-README "Info (per agent)")."""
+system numbers, and the infos and results of a step whose SUMO died (``TrafficSignalCore.step``'s
+contract, README "Info (per agent)")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tj_rl.env.costs import SHARED_COUNTERS
 from tj_rl.env.features import VehicleGraph
 from tj_rl.env.shield import Decision
 
-__all__ = ["decision_info", "died_infos", "system_info"]
+__all__ = ["decision_info", "died_infos", "died_step", "system_info"]
 
 
 def decision_info(
@@ -71,3 +71,12 @@ def died_infos(
         }
         for a, d in decisions.items()
     }
+
+
+def died_step(last_obs: Mapping[str, Any], infos: dict[str, dict[str, Any]]) -> tuple:
+    """The results of a step cut short by SUMO's death: the last observations, zero rewards,
+    truncated (not terminated: nothing about the traffic ended it) for every agent of ``infos``."""
+    agents = list(infos)
+    terminateds = dict.fromkeys(agents, False) | {"__all__": False}
+    truncateds = dict.fromkeys(agents, True) | {"__all__": True}
+    return dict(last_obs), dict.fromkeys(agents, 0.0), terminateds, truncateds, infos

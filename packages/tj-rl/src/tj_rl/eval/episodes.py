@@ -60,7 +60,8 @@ def evaluate(
     *,
     config: EnvConfig | None = None,
 ) -> MetricsTable:
-    """Run ``episodes`` full episodes of ``policy`` and return SUMO's metrics per episode."""
+    """Run ``episodes`` full episodes of ``policy`` and return SUMO's metrics per episode (to
+    their ends: ``config.gridlock`` is turned off, a gridlocked episode's delay is what counts)."""
     if episodes < 1:
         raise ValueError(f"evaluate: episodes={episodes}, need >= 1")
     seeds = list(seeds) if seeds is not None else [scenario.seed + i for i in range(episodes)]
@@ -73,7 +74,7 @@ def evaluate(
         raise ValueError(
             "evaluate needs EnvConfig(metrics=True or None): metrics come from SUMO's outputs"
         )
-    cfg = replace(cfg, metrics=True)
+    cfg = replace(cfg, metrics=True, gridlock=None)
     env = TrafficSignalCore(cfg, scenario=policy_scenario(pol, scenario))
     table = MetricsTable(policy=name)
     try:
@@ -93,19 +94,22 @@ def policy_scenario(pol: Policy, scenario: Scenario) -> Scenario:
 def run_episode(env: TrafficSignalCore, pol: Policy, ep: int, seed: int) -> dict[str, Any]:
     """One full episode of ``pol`` on SUMO seed ``seed``: a row of SUMO's metrics (NaN when the
     env's metrics are off), the summed reward (``return``) and every summed cost (``cost_<name>``).
+    It ends when the env truncates or terminates it; ``status`` is ``"time_limit"``, the SUMO
+    death's reason, or the failure that terminated it (``"gridlock"``).
     ``env`` must be built on ``policy_scenario(pol, ...)``; the policy's ``reset_options`` (if
     any) go to ``env.reset``."""
     obs, infos = env.reset(seed=seed, options=getattr(pol, "reset_options", None))
     pol.reset(env)
     ret, costs = 0.0, np.zeros(len(COST_NAMES))
     while True:
-        obs, rew, _term, trunc, infos = env.step(pol.compute_actions(obs, infos))
+        obs, rew, term, trunc, infos = env.step(pol.compute_actions(obs, infos))
         ret += sum(rew.values())
         costs += sum(np.asarray(i["costs"]) for i in infos.values())
-        if trunc["__all__"]:
+        if term["__all__"] or trunc["__all__"]:
             break
     last = next(iter(infos.values()))
-    row: dict[str, Any] = {"episode": ep, "seed": seed, "status": last.get("truncated_reason", "")}
+    status = last.get("failure") or last.get("truncated_reason", "")
+    row: dict[str, Any] = {"episode": ep, "seed": seed, "status": status}
     row.update(last.get("episode") or dict.fromkeys(METRIC_NAMES, math.nan))
     row["return"] = ret
     row.update({f"cost_{c}": float(v) for c, v in zip(COST_NAMES, costs, strict=True)})

@@ -163,7 +163,8 @@ def evaluate_heldout(
     cfg = config if config is not None else EnvConfig()
     if cfg.metrics is False:
         raise ValueError("evaluate_heldout needs EnvConfig(metrics=True or None): SUMO's outputs")
-    cfg = replace(cfg, metrics=True, route_files=())  # the traffic is ``files``, not a pool draw
+    # the traffic is ``files``, not a pool draw; a gridlocked episode runs to its end (its delay)
+    cfg = replace(cfg, metrics=True, route_files=(), gridlock=None)
     made = {k: make_policy(p) if isinstance(p, str) else p for k, p in named.items()}
     own = {k: policy_scenario(p, scenario) for k, p in made.items()}  # nets converted here
     table = HeldOutTable(name=name or "held-out", policies=tuple(named),

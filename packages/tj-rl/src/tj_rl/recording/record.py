@@ -68,13 +68,13 @@ def _record_episode(
     collect()
     status = "time_limit"
     while True:
-        obs, _, _, trunc, infos = env.step(policy.compute_actions(obs, infos))
+        obs, _, term, trunc, infos = env.step(policy.compute_actions(obs, infos))
         reason = next(iter(infos.values())).get("truncated_reason", "")
         if reason.startswith("sumo_died"):
             status = reason  # the frames are the last good step's: nothing new to collect
             break
         collect()
-        if trunc["__all__"]:
+        if term["__all__"] or trunc["__all__"]:
             break
     for light, sample in builder.finish():
         streams[light].append(sample)

@@ -15,6 +15,9 @@ tally goes to the env runner's ``metrics_logger``. The keys, under ``result["env
 - ``"episodes_sumo_died"``: finished episodes whose ``truncated_reason`` is not ``"time_limit"``
   (SUMO died: ``"sumo_died: <backend>: <error>"``), counted since the algorithm started; it is
   present (0) from the first finished episode on.
+- ``"episodes_gridlock"``: finished episodes the env ended as a gridlock (``info["failure"]``,
+  ``EnvConfig.gridlock``), counted since the algorithm started; present (0) from the first
+  finished episode on.
 - ``"sumo_died_reasons"``: the reasons of the episodes that died since the last result, each cut to
   300 characters; present from the first death on. RLlib unwraps a one-item list, so the value is
   a string for one death, a list for several, ``[]`` for none: ``sumo_died_reasons(result)``
@@ -38,6 +41,7 @@ from tj_rl.env.config import COST_NAMES
 __all__ = [
     "COSTS_KEY",
     "DIED_KEY",
+    "GRIDLOCK_KEY",
     "REASONS_KEY",
     "VETOES_KEY",
     "VETOES_LIFETIME_KEY",
@@ -52,6 +56,7 @@ WEIGHTED_COST_KEY = "episode_weighted_cost_mean"
 VETOES_KEY = "episode_vetoes_mean"
 VETOES_LIFETIME_KEY = "vetoes_lifetime"
 DIED_KEY = "episodes_sumo_died"
+GRIDLOCK_KEY = "episodes_gridlock"
 REASONS_KEY = "sumo_died_reasons"
 TIME_LIMIT = "time_limit"  # the env's truncated_reason of an episode that ran to its end
 
@@ -69,6 +74,7 @@ class EpisodeTally:
     vetoes: int = 0
     steps: int = 0
     truncated_reason: str | None = None
+    failure: str | None = None  # what terminated the episode (``"gridlock"``)
 
     def add(self, infos: dict[Any, dict[str, Any]]) -> None:
         """Add one env step's infos (agent id -> info dict)."""
@@ -81,6 +87,8 @@ class EpisodeTally:
             reason = info.get("truncated_reason")
             if reason is not None:
                 self.truncated_reason = str(reason)
+            if info.get("failure") is not None:
+                self.failure = str(info["failure"])
         self.steps += 1
 
     @property
@@ -120,6 +128,7 @@ def log_episode(metrics_logger: Any, tally: EpisodeTally, *, window: int) -> Non
     )
     metrics_logger.log_value(VETOES_LIFETIME_KEY, tally.vetoes, reduce="lifetime_sum")
     metrics_logger.log_value(DIED_KEY, int(tally.sumo_died), reduce="lifetime_sum")
+    metrics_logger.log_value(GRIDLOCK_KEY, int(tally.failure == "gridlock"), reduce="lifetime_sum")
     if tally.sumo_died:
         reason = (tally.truncated_reason or "")[:_REASON_CHARS]
         metrics_logger.log_value(REASONS_KEY, reason, reduce="item_series", window=_REASONS_WINDOW)

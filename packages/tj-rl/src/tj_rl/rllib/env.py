@@ -23,6 +23,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from tj_rl.env.config import COST_NAMES, EnvConfig
 from tj_rl.env.core import TrafficSignalCore
 from tj_rl.env.scenario import Scenario
+from tj_rl.env.step_info import died_step
 from tj_rl.rllib.sim_child import SimChild, SimChildDied
 
 __all__ = ["ProcessTrafficSignalEnv", "TrafficSignalEnv", "runner_stream"]
@@ -188,7 +189,4 @@ class ProcessTrafficSignalEnv(MultiAgentEnv):
         agents = self.possible_agents
         infos = {a: {"truncated_reason": reason, "applied_action": -1, "vetoed": False,
                      "costs": zeros.copy(), "cost": 0.0} for a in agents}  # fmt: skip
-        rewards = dict.fromkeys(agents, 0.0)
-        terminateds = dict.fromkeys(agents, False) | {"__all__": False}
-        truncateds = dict.fromkeys(agents, True) | {"__all__": True}
-        return dict(self._last_obs), rewards, terminateds, truncateds, infos
+        return died_step(self._last_obs, infos)

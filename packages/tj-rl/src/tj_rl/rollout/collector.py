@@ -172,8 +172,8 @@ class RolloutCollector:
                 terminated=bool(terminated["__all__"]), episode_end=ended,
             ))  # fmt: skip
             if ended:
-                reason = next(iter(infos.values())).get("truncated_reason", "")
-                episodes.append(ep.summary(self.version, died=reason.startswith("sumo_died")))
+                info = next(iter(infos.values()))
+                episodes.append(ep.summary(self.version, info))
                 obs = self._reset()
                 ep = _Episode(len(obs))
                 nxt = self.forward(obs)
@@ -206,10 +206,13 @@ class _Episode:
         self.costs = named if self.costs is None else self.costs + named
         self.length += 1
 
-    def summary(self, version: int, *, died: bool) -> dict[str, Any]:
+    def summary(self, version: int, last_info: dict[str, Any]) -> dict[str, Any]:
+        """The episode's sums, and how it ended (from its last step's info)."""
         from tj_rl.env.config import COST_NAMES
 
         named = self.costs if self.costs is not None else np.zeros(len(COST_NAMES))
+        died = str(last_info.get("truncated_reason", "")).startswith("sumo_died")
         return {"return": self.ret, "cost": self.cost, "length": self.length,
                 "version": version, "sumo_died": died,
+                "gridlock": last_info.get("failure") == "gridlock",
                 "costs": {c: float(v) for c, v in zip(COST_NAMES, named, strict=True)}}  # fmt: skip
