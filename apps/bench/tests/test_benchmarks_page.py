@@ -16,7 +16,9 @@ RESULTS = ("quant.json", "monitor-dist.json", "data-loader-cache-models.json", "
            "fresh=phase1-fresh.json", "ceiling=env-ceiling.json",
            "imitation=phase2-imitation.json", "sims1=phase2-sims1.json",
            "sims8=phase2-sims8.json", "pressure=phase2-reward-pressure.json",
-           "dwt=phase2-reward-diff-waiting-time.json", "delay=phase2-reward-delay.json")  # fmt: skip
+           "dwt=phase2-reward-diff-waiting-time.json", "delay=phase2-reward-delay.json",
+           "la=phase2-lookahead.json", "law=phase2-lookahead-weighted.json",
+           "multinode.json")  # fmt: skip
 
 
 def test_benchmarks_md_is_the_rendered_template() -> None:

@@ -24,7 +24,10 @@ def test_phase3_quick_run(quick) -> None:
     c3, c2 = fig["cost/phase3"].median, fig["cost/phase2"].median
     if c2 > 0:
         assert fig["cost_change"].median == pytest.approx(100 * (c3 / c2 - 1))
-    assert fig["cost_limit"].median > 0, "the cost limit was never calibrated"
+    # auto: from the baselines' frontier on validation, set before training; 0 is a valid limit
+    # (on the default net dz-protected is as fast as any and costs 0); test_phase_all_e2e checks
+    # it against phase3/limit.json
+    assert math.isfinite(fig["cost_limit"].median) and fig["cost_limit"].median >= 0
     assert fig["lambda"].median >= 0 and 0 <= fig["data_wait"].median <= 100
     assert fig["cache_speedup"].median > 0
     assert 0 < fig["train_wall"].median <= fig["wall"].median

@@ -18,7 +18,7 @@ __all__ = ["BASELINES", "Reading", "cache_speedup", "phase1_readings", "phase2_r
 
 MIB, GIB = 2**20, 2**30
 BASELINES = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-mp",
-             "scenario-program", "sumo-actuated")  # fmt: skip
+             "dz-protected", "scenario-program", "sumo-actuated")  # fmt: skip
 SETS = ("held_out", "held_out_heavy")
 
 
