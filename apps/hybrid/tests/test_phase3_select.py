@@ -44,6 +44,21 @@ def test_phase2_is_chosen_when_no_checkpoint_beats_it() -> None:
     assert choose({0: (12.0, 2.0), 2: (7.0, 9.0)}, limit=3.0).iteration == 0
 
 
+def test_candidates_slower_than_the_bound_never_compete() -> None:
+    """Phase 3 keeps phase 2's gain: a checkpoint more than the slack slower than phase 2 is left
+    out, within the limit or not; with none left out the rule is unchanged."""
+    # the cheap checkpoint is 12% slower than phase 2: phase 2 stays
+    choice = choose({0: (8.0, 5.0), 2: (9.0, 1.0)}, limit=0.5, max_delay=8.4)
+    assert choice.iteration == 0 and not choice.within
+    assert "1 slower than 8.40 s left out" in choice.line and set(choice.scores) == {0, 2}
+    # within the limit but too slow: left out as well
+    assert choose({0: (8.0, 5.0), 2: (10.0, 0.0)}, limit=1.0, max_delay=8.4).iteration == 0
+    # a checkpoint inside the bound still wins on cost
+    assert choose({0: (8.0, 5.0), 2: (8.3, 2.0), 4: (9.5, 0.0)}, limit=1.0,
+                  max_delay=8.4).iteration == 2  # fmt: skip
+    assert choose({0: (10.0, 5.0), 4: (9.0, 4.5)}, limit=1.0, max_delay=10.5).iteration == 4
+
+
 def test_ties_go_to_the_lower_cost_then_the_earlier_iteration() -> None:
     assert choose({0: (8.0, 2.0), 2: (8.0, 1.0)}, limit=3.0).iteration == 2
     assert choose({0: (8.0, 2.0), 2: (8.0, 2.0), 4: (8.0, 2.0)}, limit=3.0).iteration == 0

@@ -58,13 +58,23 @@ def _num(x: float) -> float:
     return x if math.isfinite(x) else math.inf
 
 
-def choose(scores: Mapping[int, Point], limit: float) -> Choice:
+def choose(scores: Mapping[int, Point], limit: float, max_delay: float | None = None) -> Choice:
     """The candidate (iteration -> validation (delay, cost)) with the lowest delay among those
-    whose cost is at most ``limit``; when none is, the lowest cost. Ties go to the lower cost (or
-    delay), then the earlier iteration: a phase-3 checkpoint replaces phase 2's policy only when
-    it is better."""
+    whose cost is at most ``limit``; when none is, the lowest cost. Only candidates at most
+    ``max_delay`` slow compete when any is (phase 3 keeps phase 2's gain: the caller passes
+    (1 + delay_slack) x phase 2's delay, so phase 2 itself always qualifies). Ties go to the
+    lower cost (or delay), then the earlier iteration: a phase-3 checkpoint replaces phase 2's
+    policy only when it is better."""
     if not scores:
         raise ValueError("choose: no candidates")
+    if max_delay is not None:
+        fast = {i: p for i, p in scores.items() if p[0] <= max_delay}
+        if fast and len(fast) < len(scores):
+            slow = len(scores) - len(fast)
+            choice = choose(fast, limit)
+            line = f"{choice.line} ({slow} slower than {max_delay:.2f} s left out)"
+            return Choice(iteration=choice.iteration, point=choice.point, within=choice.within,
+                          line=line, scores=dict(scores))  # fmt: skip
     within = [i for i, (d, c) in scores.items() if c <= limit and math.isfinite(d)]
     n = len(scores)
     if within:
@@ -167,7 +177,9 @@ def select_policy(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, phase2_agen
     scores = dict(sorted(scores.items()))
     atomic_write_json(store, {"how": how, "scores": {str(i): [sums[i], *scores[i]]
                                                      for i in scores}})  # fmt: skip
-    choice = choose(scores, cost_limit)
+    base = scores.get(0)
+    bound = (1 + cfg.phase3.delay_slack) * base[0] if base and math.isfinite(base[0]) else None
+    choice = choose(scores, cost_limit, max_delay=bound)
     TrafficAgent.load(agents[choice.iteration]).save(pdir.agent)
     atomic_write_json(pdir.root / "candidates" / "selection.json",
                       {"cost_limit": cost_limit, "scores": {str(i): [*p] for i, p in scores.items()},
