@@ -12,9 +12,9 @@ saw less waiting.
 The copies are ``os.fork()`` children of the process that runs the env: libsumo runs SUMO
 in-process, so a fork is an exact copy of the simulation and of the env (shields, readers, the
 base's state) at the price of copy-on-write pages, with nothing to save or reload. Hence libsumo
-only, and a POSIX system. A child writes no file: before it steps, every descriptor it inherited
-that is open for writing a regular file (SUMO's outputs) is pointed at ``/dev/null``, and it
-stops before the episode's end (which would close SUMO's outputs) and leaves with ``os._exit``.
+only, and Linux (WSL2 included: a copy reads /proc to find its files). A child writes no file:
+before it steps, every descriptor it inherited that is open for writing a regular file (SUMO's
+outputs) is pointed at ``/dev/null``, and it stops before the episode's end (which would close SUMO's outputs) and leaves with ``os._exit``.
 
 The teacher sees the future (the arrivals of the look-ahead) and costs ``horizon_s`` of
 simulation per candidate: phase 2 imitates it (``phase2.imitation.teacher``); it is never a
@@ -88,11 +88,12 @@ class LookaheadPolicy:
         self.copies = 0  # simulation copies run this episode
         self.changed = 0  # decisions where a light left the base's choice
         self.last_values: dict[str, np.ndarray] = {}  # per light: look-ahead queue per green
+        self._pending: dict[int, int] = {}  # running copies: pid -> the read end of its pipe
 
     def reset(self, env: TrafficSignalCore) -> None:
-        if env.config.backend != "libsumo" or not hasattr(os, "fork"):
-            raise ValueError("lookahead: needs the libsumo backend on a POSIX system (it forks the "
-                             f"process running SUMO); backend={env.config.backend!r}")  # fmt: skip
+        if env.config.backend != "libsumo" or not os.path.isdir("/proc/self/fd"):
+            raise ValueError("lookahead: needs the libsumo backend on Linux (it forks the process "
+                             f"running SUMO and reads /proc); backend={env.config.backend!r}")  # fmt: skip
         self.base.reset(env)
         self.env, self.copies, self.changed, self.last_values = env, 0, 0, {}
 
@@ -140,7 +141,6 @@ class LookaheadPolicy:
 
     def _values(self, joint: list[dict[str, int]], steps: int) -> list[float]:
         """Each joint action's look-ahead queue, ``workers`` copies at a time."""
-        self._pending: dict[int, int] = {}
         out: list[float] = []
         for i in range(0, len(joint), self.workers):
             pids = [self._value(a, steps) for a in joint[i : i + self.workers]]
