@@ -14,7 +14,8 @@ in-process, so a fork is an exact copy of the simulation and of the env (shields
 base's state) at the price of copy-on-write pages, with nothing to save or reload. Hence libsumo
 only, and Linux (WSL2 included: a copy reads /proc to find its files). A child writes no file:
 before it steps, every descriptor it inherited that is open for writing a regular file (SUMO's
-outputs) is pointed at ``/dev/null``, and it stops before the episode's end (which would close SUMO's outputs) and leaves with ``os._exit``.
+outputs) is pointed at ``/dev/null``, and it stops before the episode's end (which would close
+SUMO's outputs) and leaves with ``os._exit``.
 
 The teacher sees the future (the arrivals of the look-ahead) and costs ``horizon_s`` of
 simulation per candidate: phase 2 imitates it (``phase2.imitation.teacher``); it is never a
