@@ -8,8 +8,8 @@ undo the clone). A held-out share of the samples picks the epoch: training stops
 With the teacher's regrets (``Demonstrations.regrets``, ``weighting="regret"``) each decision's
 cross-entropy is weighted by what a wrong green costs there (cost-sensitive imitation, AggreVaTe:
 Ross & Bagnell 2014), so the clone spends its capacity where the choice matters; the validation
-loss that stops training is weighted the same way. Samples whose teacher green is masked (none for tj-rl's baselines, which respect the mask) are
-dropped and counted. Only the parameters passed are trained (the controller, and the GNN when it
+loss that stops training is weighted the same way. Samples whose teacher green is masked (none
+for tj-rl's baselines, which respect the mask) are dropped and counted. Only the parameters passed are trained (the controller, and the GNN when it
 is fine-tuned): a frozen encoder stays as it is.
 """
 
