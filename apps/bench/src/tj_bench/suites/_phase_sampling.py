@@ -41,11 +41,11 @@ def _bare_env(setup: Any, decisions: int, seed: int) -> tuple[float, list[dict]]
         t0, n = time.perf_counter(), 0
         while n < decisions:
             actions = policy.compute_actions(obs, infos)
-            obs, _, _, trunc, infos = env.step(actions)
+            obs, _, term, trunc, infos = env.step(actions)
             n += len(actions)
             if len(kept) < 200:
                 kept += [dict(o) for o in obs.values()]
-            if trunc["__all__"]:
+            if trunc["__all__"] or term["__all__"]:  # term: a gridlock (phase2.gridlock)
                 obs, infos = env.reset(seed=seed + n)
         return (time.perf_counter() - t0) / n, kept
     finally:
