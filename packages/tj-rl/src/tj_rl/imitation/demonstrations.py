@@ -132,9 +132,9 @@ def _episode(env: TrafficSignalCore, teacher: Policy, acting: Policy, seed: int,
         seen += [{k: np.array(v) for k, v in obs[a].items()} for a in agents]
         labels += [int(wanted[a]) for a in agents]
         agree += sum(int(wanted[a]) == int(chosen[a]) for a in agents)
-        obs, rew, _term, trunc, infos = env.step(chosen)
+        obs, rew, term, trunc, infos = env.step(chosen)
         rewards.append([float(rew.get(a, 0.0)) for a in agents])
-        if trunc["__all__"]:
+        if trunc["__all__"] or term["__all__"]:  # term: a gridlock, when the env detects them
             break
     returns = discounted_returns(np.asarray(rewards, dtype=np.float64), gamma).reshape(-1)
     return seen, labels, returns, agree, regrets
