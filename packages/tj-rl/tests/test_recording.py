@@ -223,3 +223,25 @@ def test_worker_killed_mid_recording_publishes_nothing(
         GraphStore.open(tmp_path / "ds")
     assert [p for p in mp.active_children() if p.name.startswith("tj-rl-record")] == []
     assert list(scratch.iterdir()) == []  # the killed worker's files are gone too
+
+
+def test_a_message_cut_by_a_dead_worker_is_a_death_not_a_hang() -> None:
+    """A worker killed while sending leaves half a message: its pipe ends (EOF), and the reader
+    names the dead worker instead of waiting for the rest for ever (a shared Queue's pipe, open
+    in the reading process too, never ends)."""
+    import struct
+
+    from tj_rl.recording.record import _messages
+
+    ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=time.sleep, args=(0.0,), name="tj-rl-record-0")
+    proc.start()
+    proc.join()
+    reader, writer = ctx.Pipe(duplex=False)
+    os.write(writer.fileno(), struct.pack("!i", 1_000_000) + b"x" * 10)  # a header, then cut
+    writer.close()
+    try:
+        with pytest.raises(RuntimeError, match="tj-rl-record-0 died"):
+            next(_messages({reader: 0}, [proc], set()))
+    finally:
+        reader.close()

@@ -17,12 +17,12 @@ import dataclasses
 import inspect
 import logging
 import multiprocessing as mp
-import queue as queue_mod
 import shutil
 import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from multiprocessing.connection import wait as wait_ready
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,14 +102,15 @@ def _worker(
                 env, make_policy(policy, **kwargs), episode, seed, risk
             )
             for samples in streams.values():
-                out.put(("stream", wid, episode, samples))
-            out.put(("episode", wid, episode, status))
-        out.put(("done", wid, None, None))
+                out.send(("stream", wid, episode, samples))
+            out.send(("episode", wid, episode, status))
+        out.send(("done", wid, None, None))
     except BaseException:
-        out.put(("error", wid, None, traceback.format_exc()))
+        out.send(("error", wid, None, traceback.format_exc()))
     finally:
         if env is not None:
             env.close()
+        out.close()
 
 
 class _InOrder:
@@ -199,18 +200,25 @@ def record_dataset(
     scratch = tempfile.mkdtemp(prefix="tj-rl-record-")
     config = dataclasses.replace(config, temp_dir=scratch)
     ctx = mp.get_context("spawn")
-    out: Any = ctx.Queue(maxsize=8 * workers)
+    # one pipe per worker, its write end only in the worker: a worker killed in the middle of a
+    # message gives EOF here (a shared Queue's pipe stays open in this process, and a half-sent
+    # message would block its reader for ever)
+    pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
     procs = [
         ctx.Process(
             target=_worker,
-            args=(w, scenario, config, policy, dict(policy_kwargs or {}), jobs[w], risk, out),
+            args=(w, scenario, config, policy, dict(policy_kwargs or {}), jobs[w], risk,
+                  pipes[w][1]),
             name=f"tj-rl-record-{w}",
             daemon=True,
         )
         for w in range(workers)
-    ]
+    ]  # fmt: skip
     for p in procs:
         p.start()
+    readers = {pipes[w][0]: w for w in range(workers)}
+    for _, send_end in pipes:
+        send_end.close()
     statuses: dict[int, str] = {}
     try:
         with (
@@ -220,17 +228,8 @@ def record_dataset(
         ):  # fmt: skip
             task = bar.add_task("recording episodes", total=episodes, info="")
             order = _InOrder(writer)
-            done = set()
-            while len(done) < workers:
-                try:
-                    kind, wid, episode, payload = out.get(timeout=_POLL_S)
-                except queue_mod.Empty:
-                    dead = [p for w, p in enumerate(procs) if w not in done and not p.is_alive()]
-                    if dead:
-                        raise RuntimeError(
-                            f"recording worker {dead[0].name} died (exit code {dead[0].exitcode})"
-                        ) from None
-                    continue
+            done: set[int] = set()
+            for kind, wid, episode, payload in _messages(readers, procs, done):
                 if kind == "stream":
                     order.add(episode, payload)
                 elif kind == "episode":
@@ -251,6 +250,28 @@ def record_dataset(
             if p.is_alive():
                 p.terminate()
             p.join(timeout=30)
-        out.close()
+        for reader in readers:
+            reader.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return Path(out_path)
+
+
+def _messages(readers: dict[Any, int], procs: list[Any], done: set[int]) -> Any:
+    """The workers' messages as they arrive, until every worker said ``done`` (the caller adds
+    it to ``done``); a worker whose pipe ends before that died: ``RuntimeError`` naming it."""
+    live = dict(readers)
+    while len(done) < len(procs):
+        for reader in wait_ready(list(live), timeout=_POLL_S):
+            wid = live[reader]
+            try:
+                message = reader.recv()
+            except (EOFError, OSError):
+                del live[reader]
+                if wid in done:
+                    continue
+                proc = procs[wid]
+                proc.join(timeout=10)
+                raise RuntimeError(
+                    f"recording worker {proc.name} died (exit code {proc.exitcode})"
+                ) from None
+            yield message
