@@ -13,6 +13,7 @@ from tj_hybrid.config import (
     ConfigError,
     HybridConfig,
     deep_merge,
+    describe_profile,
     load_config,
     parse_bytes,
     parse_override,
@@ -32,6 +33,19 @@ def test_every_profile_loads_and_validates(profile: str) -> None:
     assert isinstance(cfg.scenario.env, EnvConfig)  # a package's own typed config
     assert cfg.scenario.path.is_absolute() and cfg.scenario.path.is_file()
     assert cfg.phase1.effective_batch % (cfg.phase1.loader.batch_size * cfg.dist.nprocs) == 0
+
+
+def test_the_cpu_profile_says_how_long_before_it_starts() -> None:
+    loaded = load_config(profile="cpu")
+    line = describe_profile(loaded.profile, loaded.profile_reason)
+    assert line.startswith("profile cpu (given with --profile): a real agent without a GPU")
+    assert "about 15 min on 2 cores" in line
+    cfg = loaded.config
+    # what put the agent below the best baseline (BENCHMARKS): a 200 m view, a look-ahead teacher
+    assert cfg.scenario.env.obs_radius == 200.0 and cfg.scenario.env.max_nodes == 256
+    assert cfg.phase2.imitation.lookahead_s == 40.0
+    assert cfg.phase2.imitation.lookahead_sees == "observed"
+    assert describe_profile("custom", "x") == "profile custom (x)"
 
 
 def test_auto_profile_on_this_machine_is_smoke_without_gpu() -> None:

@@ -99,6 +99,11 @@ def test_bad_inputs_fail_before_anything_starts(tmp_path: Path, run: Any) -> Non
     a_file.write_text("")
     out = run(*base, "--set", f"phase1.data.path={a_file / 'data'}")
     assert out.returncode == 2 and f"{a_file} is not a directory" in out.stderr
+    # the cpu profile's look-ahead teacher forks libsumo: said before phase 1, not in phase 2
+    out = run("--profile", "cpu", *base[2:], "--set", "scenario.env.backend=traci")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "the look-ahead teacher forks the process running SUMO" in out.stderr
+    assert "scenario.env.backend=traci" in out.stderr
     assert not runs.exists()  # no empty run directory left behind
 
 

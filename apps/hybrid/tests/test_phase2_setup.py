@@ -81,6 +81,18 @@ def test_bad_phase2_config_is_refused_with_its_path(override: str, message: str)
         load_config(profile="smoke", overrides=[override])
 
 
+def test_dz_protected_is_a_teacher_only_when_named() -> None:
+    """It wins validation on the embedded net but its clone did no better on held-out traffic
+    and worse on the heavier set (BENCHMARKS), so ``auto`` does not choose it by itself."""
+    cfg = load_config(profile="smoke").config
+    assert "dz-protected" not in cfg.phase2.imitation.candidates
+    named = load_config(profile="smoke", overrides=["phase2.imitation.teacher=dz-protected"])
+    assert named.config.phase2.imitation.teacher == "dz-protected"
+    added = load_config(profile="smoke", overrides=[
+        "phase2.imitation.candidates=[max-occupancy,dz-protected]"]).config  # fmt: skip
+    assert added.phase2.imitation.candidates == ["max-occupancy", "dz-protected"]
+
+
 def test_gridlock_ends_training_episodes_only_by_default(tmp_path) -> None:
     """On by default for training (phases 2 and 3 build their envs from ``setup.env``), off in
     the scenario's env (evaluation, phase 1) and for demonstrations; ``null`` turns it off."""

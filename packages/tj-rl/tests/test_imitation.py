@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tj_models import TrafficAgentConfig
-from tj_rl.control import MaxOccupancyPolicy, RandomPolicy
+from tj_rl.control import DilemmaProtectedPolicy, MaxOccupancyPolicy, RandomPolicy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore, default_scenario
 from tj_rl.imitation import (
     CloneConfig,
@@ -52,11 +52,12 @@ def _export(module, out: Path) -> Path:
     return export_agent(module, base, out)
 
 
-def _record(scenario: Scenario, seeds, acting=None) -> tuple[Demonstrations, list]:
+def _record(scenario: Scenario, seeds, acting=None,
+            make=MaxOccupancyPolicy) -> tuple[Demonstrations, list]:  # fmt: skip
     env = TrafficSignalCore(ENV, scenario=scenario)
     try:
-        demos = record_demonstrations(env, MaxOccupancyPolicy(), seeds, acting=acting)
-        teacher = MaxOccupancyPolicy()
+        demos = record_demonstrations(env, make(), seeds, acting=acting)
+        teacher = make()
         teacher.reset(env)
         light = env.possible_agents[0]
         again = [teacher.compute_actions({light: {k: v[i] for k, v in demos.obs.items()}}, {})[light]
@@ -100,6 +101,15 @@ def test_teacher_labels_every_step_it_drives(short: Scenario) -> None:
     assert demos.actions.tolist() == again  # the label is the teacher's choice on that state
     assert len(np.unique(demos.obs["time_in_phase"])) > 3  # copies, not one reused buffer
     assert np.isfinite(demos.returns).all() and demos.returns[0] != demos.returns[-1]
+
+
+def test_the_dilemma_protected_baseline_is_a_teacher_too(short: Scenario) -> None:
+    """``dz-protected`` picks greens through the env from the observation alone, so its labels
+    are what it would do on the recorded state (tj-hybrid lets phase 2 clone it)."""
+    demos, again = _record(short, [11], make=DilemmaProtectedPolicy)
+    assert demos.actions.tolist() == again and demos.agreement == 1.0
+    plain, _ = _record(short, [11])
+    assert len(demos) == len(plain)
 
 
 def test_dagger_labels_the_states_another_policy_visits(short: Scenario) -> None:

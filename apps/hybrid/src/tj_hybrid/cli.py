@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tj_hybrid.config import PROFILES, ConfigError, load_config, to_plain
+from tj_hybrid.config import PROFILES, ConfigError, describe_profile, load_config, to_plain
 from tj_hybrid.log_setup import setup_logging
 from tj_hybrid.phases import PLANNED, REGISTRY, select_phases
 
@@ -101,9 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_watch(cfg, args.agent, routes=args.routes, delay_ms=args.delay)
     log.info(
-        "profile %s (%s); config from %s",
-        loaded.profile,
-        loaded.profile_reason,
+        "%s; config from %s",
+        describe_profile(loaded.profile, loaded.profile_reason),
         ", ".join(map(str, loaded.files)),
     )
     from tj_hybrid.runner import run

@@ -15,6 +15,7 @@ from tj_hybrid.traffic import demand_source, episode_windows, scenario_span
 __all__ = [
     "check_controllable_lights",
     "check_demand",
+    "check_lookahead",
     "check_readable_file",
     "check_scenario",
     "check_writable_dir",
@@ -98,6 +99,24 @@ def check_controllable_lights(config: HybridConfig) -> None:
                       all_red_time=env.all_red_time, reach=env.obs_radius + 50.0)  # fmt: skip
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path {config.scenario.path}: {exc}") from None
+
+
+def check_lookahead(config: HybridConfig) -> None:
+    """The look-ahead teacher (``phase2.imitation.lookahead_s`` > 0, the ``cpu`` profile) forks
+    the process running SUMO and reads /proc: libsumo on Linux (WSL2 included). Said before
+    phase 1 starts, not when phase 2 first records demonstrations."""
+    im = config.phase2.imitation
+    if not (im.enabled and im.lookahead_s > 0):
+        return
+    backend = config.scenario.env.backend
+    linux = os.path.isdir("/proc/self/fd")
+    if backend != "libsumo" or not linux:
+        why = f"scenario.env.backend={backend}" if backend != "libsumo" else "this is not Linux"
+        raise ConfigError(
+            f"phase2.imitation.lookahead_s={im.lookahead_s:g}: the look-ahead teacher forks the "
+            f"process running SUMO, so it needs scenario.env.backend=libsumo on Linux (WSL2 "
+            f"included), but {why}: set phase2.imitation.lookahead_s=0 (or use --profile smoke)"
+        )
 
 
 def preflight(config: HybridConfig, specs: Sequence[PhaseSpec], run_dir: RunDir, *,

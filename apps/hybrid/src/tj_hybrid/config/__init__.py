@@ -2,7 +2,7 @@
 
 from tj_hybrid.config.layering import ConfigError, deep_merge, load_layers, parse_override
 from tj_hybrid.config.loading import LoadedConfig, load_config
-from tj_hybrid.config.profiles import PROFILES, auto_profile
+from tj_hybrid.config.profiles import PROFILES, auto_profile, describe_profile
 from tj_hybrid.config.schema import MOVED, HybridConfig
 from tj_hybrid.config.sections import parse_bytes
 from tj_hybrid.config.validate import to_plain, validate_dataclass
@@ -15,6 +15,7 @@ __all__ = [
     "LoadedConfig",
     "auto_profile",
     "deep_merge",
+    "describe_profile",
     "load_config",
     "load_layers",
     "parse_bytes",

@@ -6,10 +6,12 @@ Each is an overlay file ``configs/profiles/<name>.yaml`` naming only what it cha
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "auto_profile"]
+__all__ = ["PROFILES", "auto_profile", "describe_profile"]
 
 PROFILES: dict[str, str] = {
     "smoke": "CPU-only or a quick check: tiny model, 2 gloo ranks, minutes",
+    "cpu": "a real agent without a GPU: smoke's budgets, a 200 m view and a look-ahead teacher; "
+    "--phase all takes about 15 min on 2 cores",
     "normal": "a GPU workstation (the reference 2x RTX 2080 Ti, 16 GB RAM)",
     "max": "maximum throughput when RAM and VRAM allow: bigger batches, more workers",
     "low_memory": "tight host RAM: small budget, few workers, int8 features, chunk cache",
@@ -25,3 +27,10 @@ def auto_profile() -> tuple[str, str]:
         n = torch.cuda.device_count()
         return "normal", f"found {n} CUDA device{'s' if n != 1 else ''}"
     return "smoke", "no CUDA device found"
+
+
+def describe_profile(profile: str, reason: str) -> str:
+    """The line a run starts with: the profile, why it was chosen, what it is for and how long
+    it takes (a CPU-only user learns before the start that ``cpu`` is a half-hour run)."""
+    what = PROFILES.get(profile)
+    return f"profile {profile} ({reason})" + (f": {what}" if what else "")

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phase_api import PhaseContext, PhaseResult
-from tj_hybrid.preflight import check_controllable_lights, check_scenario, check_writable_dir
+from tj_hybrid.preflight import (
+    check_controllable_lights,
+    check_lookahead,
+    check_scenario,
+    check_writable_dir,
+)
 from tj_hybrid.run_dir import PhaseDir
 
 if TYPE_CHECKING:
@@ -30,6 +35,7 @@ class Phase2:
     def preflight(self, config: HybridConfig) -> None:
         check_scenario(config)
         check_controllable_lights(config)  # before Ray starts, naming the file
+        check_lookahead(config)
         check_writable_dir(scenario_data_dir(config), "data directory")
 
     def run(self, context: PhaseContext) -> PhaseResult:
