@@ -31,6 +31,6 @@ def auto_profile() -> tuple[str, str]:
 
 def describe_profile(profile: str, reason: str) -> str:
     """The line a run starts with: the profile, why it was chosen, what it is for and how long
-    it takes (a CPU-only user learns before the start that ``cpu`` is a half-hour run)."""
+    it takes (a CPU-only user learns before the start what ``cpu`` will cost them)."""
     what = PROFILES.get(profile)
     return f"profile {profile} ({reason})" + (f": {what}" if what else "")
