@@ -137,7 +137,7 @@ CLONABLE = ("fixed-time", "max-pressure", "greedy", "max-occupancy", "advanced-m
 # embedded net it wins validation (6.46 s against max-occupancy's 6.80) but its clone + PPO was
 # no better on held-out traffic (8.28 s against 8.07, 3 seeds) and worse on the 30% heavier set
 # (9.91 against 9.26; docs/BENCHMARKS.md "A teacher that looks ahead")
-AUTO_CANDIDATES = CLONABLE[:-1]
+AUTO_CANDIDATES = tuple(c for c in CLONABLE if c != "dz-protected")
 
 
 @dataclass(kw_only=True)
