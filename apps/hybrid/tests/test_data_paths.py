@@ -131,3 +131,28 @@ def test_runs_are_named_by_scenario_and_resume_picks_its_newest(
     assert sorted(p.name for p in runs.iterdir()) == sorted([mine.name, theirs.name])
     # an explicit run.name is kept as it is
     assert start(DEFAULT, "run.name=mine") == 0 and (runs / "mine" / "pa" / "result.json").is_file()
+
+
+def test_rebuilt_plans_are_another_scenario_and_keep_the_own_program_baseline(
+    tmp_path: Path,
+) -> None:
+    """``scenario.plans=rebuilt``: every phase's scenario is on netconvert's static plans (one
+    conversion under the data root), its data has its own key, and ``scenario-program`` still
+    runs the scenario's own net."""
+    from tj_hybrid.traffic import own_programs, scenario_span
+    from tj_rl.control import ScenarioProgramPolicy, tls_types
+
+    own = _config(DEFAULT, f"run.data_root={tmp_path}")
+    rebuilt = _config(DEFAULT, f"run.data_root={tmp_path}", "scenario.plans=rebuilt")
+    span = scenario_span(rebuilt)
+    assert span.net_file.parent == tmp_path / "nets" and tls_types(span.net_file) == {"A0": "static"}
+    assert span.route_files == scenario_span(own).route_files
+    assert scenario_span(rebuilt).net_file == span.net_file  # converted once, then found
+    assert scenario_key(rebuilt) != scenario_key(own)
+    assert own_programs(own) is None
+    programs = own_programs(rebuilt)
+    assert programs is not None and programs.net_file == scenario_span(own).net_file
+    baseline = rebuilt.phase2.eval.baseline_policies(programs=programs)["scenario-program"]
+    assert isinstance(baseline, ScenarioProgramPolicy)
+    assert baseline.scenario_for(span).net_file == programs.net_file
+    assert own.phase2.eval.baseline_policies()["scenario-program"] == "scenario-program"

@@ -103,6 +103,20 @@ def test_a_bad_agent_is_one_line_and_exit_2(agents: dict[str, Path], tmp_path: P
     assert expected in line
 
 
+def test_an_agent_trained_on_other_plans_is_refused_in_one_line(agents: dict[str, Path],
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    """The run an agent came from says which greens it switched (``scenario.plans``)."""
+    agent = tmp_path / "run" / "phase2" / "agent"
+    shutil.copytree(agents["fits"], agent)
+    (tmp_path / "run" / "config.yaml").write_text("scenario:\n  plans: rebuilt\n")
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    out = _app("eval", "--agent", str(agent), *SMALL_EVAL, "--set", f"run.root={runs}",
+               "--set", f"run.data_root={data}")  # fmt: skip
+    line = _refused(out, runs, data)
+    assert "trained with scenario.plans=rebuilt" in line
+    assert line.endswith("add --set scenario.plans=rebuilt")
+
+
 def test_watch_without_a_display_says_so_and_starts_nothing(agents: dict[str, Path],
                                                             tmp_path: Path) -> None:  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}

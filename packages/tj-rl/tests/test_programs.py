@@ -168,3 +168,49 @@ def test_cache_dir_defaults_under_xdg_cache_home(
     monkeypatch.setitem(os.environ, "XDG_CACHE_HOME", str(tmp_path / "xdg"))
     net = make_policy("sumo-actuated").scenario_for(default_sc).net_file
     assert net.parent == tmp_path / "xdg" / "tj-rl" / "nets"
+
+
+def _phase_states(net: Path) -> dict[str, list[str]]:
+    import xml.etree.ElementTree as ET
+
+    return {tl.get("id", ""): [p.get("state", "") for p in tl.iter("phase")]
+            for tl in ET.parse(net).getroot().iter("tlLogic")}  # fmt: skip
+
+
+def test_rebuilt_static_plans_are_what_the_env_switches(nets: Path) -> None:
+    """SUMO's A10KW game scenario gives each approach its own green; netconvert's rebuilt plans
+    (static) pair opposite approaches: the env on ``rebuilt_plans`` runs those, ``scenario-program``
+    with ``source`` still runs the scenario's own on the same routes and window."""
+    from tj_rl.control import rebuilt_plans
+    from tj_rl.control.baselines import MaxPressurePolicy
+    from tj_rl.env.runtime import sumo_home
+
+    own = Scenario.from_sumocfg(sumo_home() / "tools/game/A10KW.sumocfg").window(900.0, 120.0)
+    rebuilt = rebuilt_plans(own, spec=ActuatedSpec(tls_type="static"), cache_dir=nets)
+    assert set(tls_types(rebuilt.net_file).values()) == {"static"}
+    assert rebuilt.net_file.parent == nets and "-static-" in rebuilt.net_file.name
+    assert (rebuilt.route_files, rebuilt.begin, rebuilt.end) == (own.route_files, own.begin, own.end)
+    plans = _phase_states(rebuilt.net_file)
+    assert plans != _phase_states(own.net_file)
+    with pytest.raises(ValueError, match="tls_type: 'gap', one of actuated, static"):
+        ActuatedSpec(tls_type="gap")  # type: ignore[arg-type]
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=rebuilt)
+    seen: dict[str, set[str]] = {tl: set() for tl in plans}
+    try:
+        pol = MaxPressurePolicy()
+        obs, infos = env.reset(seed=1)
+        pol.reset(env)
+        trunc = {"__all__": False}
+        while not trunc["__all__"]:
+            obs, _, _, trunc, infos = env.step(pol.compute_actions(obs, infos))
+            conn = env.backend.conn  # None once the episode's last step closed SUMO
+            for tl in plans if conn is not None else ():
+                seen[tl].add(conn.trafficlight.getRedYellowGreenState(tl))
+    finally:
+        env.close()
+    for tl, states in seen.items():  # every green shown is one of the rebuilt plan's greens
+        greens = {s for s in states if "G" in s or "g" in s}
+        assert greens and greens <= set(plans[tl]), (tl, greens - set(plans[tl]))
+    back = ScenarioProgramPolicy(source=own).scenario_for(rebuilt)
+    assert (back.net_file, back.additional_files) == (own.net_file, own.additional_files)
+    assert (back.route_files, back.begin, back.end) == (rebuilt.route_files, own.begin, own.end)

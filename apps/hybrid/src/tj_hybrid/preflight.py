@@ -90,12 +90,12 @@ def check_demand(config: HybridConfig) -> None:
 def check_controllable_lights(config: HybridConfig) -> None:
     """The scenario's net has at least one light the env can control (read from the net file:
     no SUMO, no Ray); the error names the file."""
-    from tj_rl.env import Scenario, ScenarioError
+    from tj_rl.env import ScenarioError
     from tj_rl.env.topology import read_topology
 
     env = config.scenario.env
     try:
-        read_topology(Scenario.from_sumocfg(config.scenario.path), yellow_time=env.yellow_time,
+        read_topology(scenario_span(config), yellow_time=env.yellow_time,
                       all_red_time=env.all_red_time, reach=env.obs_radius + 50.0)  # fmt: skip
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path {config.scenario.path}: {exc}") from None

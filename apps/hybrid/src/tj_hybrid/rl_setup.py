@@ -24,6 +24,7 @@ from tj_hybrid.traffic import (
     build_traffic,
     demand_source,
     episode_windows,
+    own_programs,
     scenario_span,
     split_windows,
 )
@@ -63,6 +64,7 @@ class RLSetup:
     eval_scenario: Scenario | None = None  # held-out windows (None: ``scenario``'s)
     source: str = "random"  # the training demand: "scenario" (its own, varied) or "random"
     validation: DemandSet | None = None  # to choose by (phase2.validation); None: none built
+    programs: Scenario | None = None  # what scenario-program runs (None: ``scenario``'s own)
 
     @property
     def heldout_scenario(self) -> Scenario:
@@ -149,6 +151,10 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     episodes = episode_windows(span, p2.episode_seconds, p2.windows)
     scenario, held_scenario = split_windows(span, episodes, p2.windows, source)
     log.info("RL setup: episode time windows %s", scenario.describe_windows())
+    if cfg.scenario.plans == "rebuilt":
+        log.info("RL setup: the lights switch netconvert's rebuilt plans (scenario.plans=rebuilt: "
+                 "%s), not the scenario's own; scenario-program still runs its own",
+                 span.net_file.name)  # fmt: skip
     traffic = build_traffic(cfg, span, scenario, data_dir, source)
     files = traffic.pool_files
     lanes = _agent_lanes(agent_dir)
@@ -169,7 +175,7 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
                    held_out=traffic.held_out, held_out_heavy=traffic.held_out_heavy,
                    env_runners=runners, max_lanes=lanes or 0, net_cache=data_dir / "nets",
                    eval_scenario=held_scenario, source=traffic.source,
-                   validation=traffic.validation)  # fmt: skip
+                   validation=traffic.validation, programs=own_programs(cfg))  # fmt: skip
 
 
 def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None, *,

@@ -6,6 +6,11 @@ else ``random``, and says so. With the scenario's demand the held-out set is its
 unmodified plus variations from seeds never trained on, evaluated in time never trained on when
 the span has it (``split_windows``), else in the training windows (the log says which). A scenario shorter than ``episode_seconds`` (a game
 scenario of 3 minutes) runs episodes of its whole span, said in the log.
+
+``scenario.plans: rebuilt`` puts every phase on the scenario's net with netconvert's rebuilt
+plans (static; ``tj_rl.control.rebuilt_plans``), the phases ``sumo-actuated`` extends: the agent
+and the baselines then switch the same greens; ``scenario-program`` still runs the scenario's own
+programs (``own_programs``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ if TYPE_CHECKING:
     from tj_rl.env import Scenario
     from tj_rl.traffic import DemandSet
 
-__all__ = ["Traffic", "build_traffic", "demand_source", "episode_windows", "scenario_span",
-           "split_windows"]  # fmt: skip
+__all__ = ["Traffic", "build_traffic", "demand_source", "episode_windows", "own_programs",
+           "scenario_span", "split_windows"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 Source = Literal["scenario", "random"]
@@ -42,10 +47,26 @@ class Traffic:
 
 
 def scenario_span(cfg: HybridConfig) -> Scenario:
-    """The configured scenario over its whole time span."""
+    """The configured scenario over its whole time span, on the plans ``scenario.plans`` names
+    (``rebuilt``: netconvert's, converted once into ``<data root>/nets``)."""
     from tj_rl.env import Scenario
 
-    return Scenario.from_sumocfg(cfg.scenario.path)
+    span = Scenario.from_sumocfg(cfg.scenario.path)
+    if cfg.scenario.plans == "own":
+        return span
+    from tj_hybrid.data_paths import data_root  # it needs this module: import here
+    from tj_rl.control import ActuatedSpec, rebuilt_plans
+
+    return rebuilt_plans(span, spec=ActuatedSpec(tls_type="static"),
+                         cache_dir=data_root(cfg) / "nets")  # fmt: skip
+
+
+def own_programs(cfg: HybridConfig) -> Scenario | None:
+    """The scenario with its own programs when the phases run other plans (``scenario.plans:
+    rebuilt``): what ``scenario-program`` runs. None: the phases run the scenario's own."""
+    from tj_rl.env import Scenario
+
+    return Scenario.from_sumocfg(cfg.scenario.path) if cfg.scenario.plans != "own" else None
 
 
 def _has_vehicles(scenario: Scenario) -> bool:

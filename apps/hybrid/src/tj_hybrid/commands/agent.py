@@ -58,10 +58,35 @@ def _check_fit(cfg: HybridConfig, agent: TrafficAgent, path: Path) -> None:
         )
 
 
+def _trained_plans(agent: Path) -> str | None:
+    """``scenario.plans`` of the run the agent was exported from (``<run>/<phase>/agent``'s
+    ``<run>/config.yaml``; ``own`` where the key is absent); None when there is no such file."""
+    import yaml
+
+    config = agent.resolve().parent.parent / "config.yaml"
+    try:
+        plain = yaml.safe_load(config.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    scenario = plain.get("scenario") if isinstance(plain, dict) else None
+    return str(scenario.get("plans", "own")) if isinstance(scenario, dict) else None
+
+
+def _check_plans(cfg: HybridConfig, path: Path) -> None:
+    """An agent switches the greens of the plans it was trained on: evaluating it on others
+    would score its outputs against phases it never saw."""
+    trained = _trained_plans(path)
+    if trained is not None and trained != cfg.scenario.plans:
+        raise AgentError(f"--agent {path} was trained with scenario.plans={trained} (its run's "
+                         f"config.yaml), this command has scenario.plans={cfg.scenario.plans}: "
+                         f"add --set scenario.plans={trained}")  # fmt: skip
+
+
 def checked_agent(cfg: HybridConfig, path: Path | None, command: str) -> Path:
     """The agent folder, loaded, then the scenario's own checks and the agent's fit to it
     (``ConfigError`` with one line otherwise)."""
     folder, agent = _load(path, command)
+    _check_plans(cfg, folder)
     check_scenario(cfg)
     check_controllable_lights(cfg)
     check_writable_dir(scenario_data_dir(cfg), "data directory")

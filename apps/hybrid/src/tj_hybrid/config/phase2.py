@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tj_hybrid.config.sections import TimeWindows, check_windows, positive
 from tj_rl.env.gridlock import GridlockConfig
 from tj_rl.imitation.config import CloneConfig
+
+if TYPE_CHECKING:
+    from tj_rl.env import Scenario
 
 __all__ = [
     "AUTO_CANDIDATES",
@@ -116,14 +119,19 @@ class EvalSection:
         if len(set(self.margins)) != len(self.margins):
             raise ValueError(f"margins: each at most once, got {self.margins}")
 
-    def baseline_policies(self, net_cache: Path | None = None) -> dict[str, Any]:
+    def baseline_policies(self, net_cache: Path | None = None,
+                          programs: Scenario | None = None) -> dict[str, Any]:  # fmt: skip
         """Name -> baseline for ``tj_rl.evaluate_heldout`` (a name, or a policy with options);
-        ``net_cache``: where ``sumo-actuated`` keeps its converted nets (None: tj-rl's default)."""
+        ``net_cache``: where ``sumo-actuated`` keeps its converted nets (None: tj-rl's default);
+        ``programs``: the scenario whose own programs ``scenario-program`` runs when the
+        evaluated one has other plans (``scenario.plans: rebuilt``)."""
         from tj_rl.control import make_policy
 
         out: dict[str, Any] = {name: name for name in self.baselines}
         if "sumo-actuated" in out and net_cache is not None:
             out["sumo-actuated"] = make_policy("sumo-actuated", cache_dir=net_cache)
+        if "scenario-program" in out and programs is not None:
+            out["scenario-program"] = make_policy("scenario-program", source=programs)
         for m in self.margins:
             for base in ("greedy", "max-occupancy"):
                 out[f"{base}-m{m:g}"] = make_policy(base, margin=m)

@@ -95,6 +95,9 @@ class ScenarioSection:
     """The SUMO scenario every phase runs (any ``.sumocfg``) and the env built on it (tj-rl)."""
 
     path: Path = Path("configs/scenarios/default/default.sumocfg")
+    # the greens the lights switch: the scenario's own programs, or netconvert's rebuilt plans
+    # (those sumo-actuated extends); scenario-program always runs the own (traffic.py)
+    plans: Literal["own", "rebuilt"] = "own"
     env: EnvConfig = field(
         default_factory=lambda: EnvConfig(delta_time=5.0, metrics=False, max_nodes=128)
     )
@@ -104,6 +107,8 @@ class ScenarioSection:
             raise ValueError(
                 f"path {self.path}: expected a SUMO configuration file (.sumocfg or .cfg)"
             )
+        if self.plans not in ("own", "rebuilt"):
+            raise ValueError(f"plans: {self.plans!r}, one of own, rebuilt")
         if self.env.gridlock is not None:  # one place: training ends gridlocks, evaluation never
             raise ValueError("env.gridlock: set phase2.gridlock instead (training episodes only)")
 

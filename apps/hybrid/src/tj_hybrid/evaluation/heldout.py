@@ -66,7 +66,7 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
 
     env = _env(setup, cost_weights)
     metrics = HELDOUT_METRICS if cost_weights is None else EVAL_METRICS
-    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache)}
+    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
@@ -88,7 +88,7 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
 
     if setup.validation is None:
         raise ValueError("evaluate_validation: the RL setup has no validation traffic")
-    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache)}
+    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
     with torch_threads(1):
         table = evaluate_heldout(setup.scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),

@@ -27,7 +27,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "dz_protect": ["DilemmaProtectedPolicy"],
         "lookahead": ["LookaheadPolicy"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],
-        "actuated_net": ["ActuatedSpec", "actuated_net", "tls_types"],
+        "actuated_net": ["ActuatedSpec", "actuated_net", "rebuilt_plans", "tls_types"],
         "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],
         "agent_policy": ["AgentPolicy"],
         "fit": ["check_agent_env"],

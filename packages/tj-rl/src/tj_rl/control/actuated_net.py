@@ -1,8 +1,10 @@
-"""SUMO's gap-based actuated control built from a net by netconvert, cached per (net, options).
+"""SUMO's gap-based actuated control built from a net by netconvert, cached per (net, options);
+and the same rebuilt plans as static programs, for controllers that switch the greens themselves.
 
 netconvert keeps the light types of a loaded ``.net.xml`` unless it rebuilds their plans:
 ``--tls.rebuild`` rebuilds every plan and ``--tls.default-type actuated`` makes them actuated
-(phases with ``minDur`` / ``maxDur`` from ``--tls.min-dur`` / ``--tls.max-dur``). SUMO places the
+(phases with ``minDur`` / ``maxDur`` from ``--tls.min-dur`` / ``--tls.max-dur``; with
+``tls_type="static"`` fixed-time programs of the same phases). SUMO places the
 actuation detectors itself when it loads such a net and extends a green while vehicles pass them
 within the max gap (SUMO's defaults: max-gap 3 s, detector-gap 2 s; ``sumo --tls.actuated.*``
 options tune them). A converted net is written atomically under the cache directory, named by the
@@ -19,6 +21,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from tj_monitor import AtomicPath, atomic_write_text
 from tj_rl.env.errors import ScenarioError
@@ -26,11 +29,15 @@ from tj_rl.env.runtime import SUMO_VERSION, sumo_binary
 from tj_rl.env.scenario import check_xml, open_xml
 from tj_rl.traffic.demand import Runner, run_command
 
+if TYPE_CHECKING:
+    from tj_rl.env.scenario import Scenario
+
 __all__ = [
     "ActuatedSpec",
     "actuated_net",
     "default_cache_dir",
     "file_sha256",
+    "rebuilt_plans",
     "tls_types",
     "without_programs",
 ]
@@ -41,13 +48,19 @@ _PROGRAM_TAGS = frozenset({"tlLogic", "WAUT"})  # what makes an additional file 
 
 @dataclass(frozen=True, kw_only=True)
 class ActuatedSpec:
-    """netconvert's options for the actuated plans (defaults: netconvert's own, 5 s and 50 s)."""
+    """netconvert's options for the rebuilt plans (defaults: netconvert's own, 5 s and 50 s).
+
+    ``tls_type``: ``actuated`` (SUMO extends the greens: ``sumo-actuated``) or ``static`` (the
+    same phases as a fixed-time program: what a controller that picks the greens switches)."""
 
     min_dur: int = 5  # --tls.min-dur: shortest green of an actuated phase, s
     max_dur: int = 50  # --tls.max-dur: longest green, s
     extra_args: tuple[str, ...] = ()  # more netconvert options (e.g. "--tls.layout=incoming")
+    tls_type: Literal["actuated", "static"] = "actuated"  # --tls.default-type
 
     def __post_init__(self) -> None:
+        if self.tls_type not in ("actuated", "static"):
+            raise ValueError(f"ActuatedSpec.tls_type: {self.tls_type!r}, one of actuated, static")
         for name in ("min_dur", "max_dur"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -58,7 +71,7 @@ class ActuatedSpec:
 
     def options(self) -> list[str]:
         """The netconvert options, without input and output."""
-        return ["--tls.rebuild", "--tls.default-type", "actuated",
+        return ["--tls.rebuild", "--tls.default-type", self.tls_type,
                 "--tls.min-dur", str(self.min_dur), "--tls.max-dur", str(self.max_dur),
                 *self.extra_args]  # fmt: skip
 
@@ -90,7 +103,8 @@ def actuated_net(
     cache_dir: str | Path | None = None,
     runner: Runner | None = None,
 ) -> Path:
-    """The actuated version of ``net`` (converted once, then read from the cache)."""
+    """``net`` with every light's plan rebuilt by netconvert as ``spec`` says (actuated by
+    default; converted once, then read from the cache)."""
     net, spec = Path(net).resolve(), spec or ActuatedSpec()
     if not net.is_file():
         raise ScenarioError(f"net file not found: {net}")
@@ -98,7 +112,7 @@ def actuated_net(
     key = {"format": _FORMAT, "sumo": SUMO_VERSION, "net_sha256": sha, **dataclasses.asdict(spec)}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / f"{_stem(net)}-{sha[:16]}-actuated-{digest}.net.xml"
+    target = root / f"{_stem(net)}-{sha[:16]}-{spec.tls_type}-{digest}.net.xml"
     if target.is_file():
         try:
             check_xml(target, "net")
@@ -160,3 +174,13 @@ def without_programs(
             atomic_write_text(empty, "<additional/>\n")
         kept.append(empty)
     return tuple(kept)
+
+
+def rebuilt_plans(scenario: Scenario, *, spec: ActuatedSpec | None = None,
+                  cache_dir: str | Path | None = None) -> Scenario:  # fmt: skip
+    """``scenario`` on its net with netconvert's rebuilt plans (``spec``: actuated by default) and
+    without the programs its additional files would load over them; routes and windows kept."""
+    net = actuated_net(scenario.net_file, spec=spec, cache_dir=cache_dir)
+    own = scenario.additional_files  # with a .sumocfg, -a must still name one file
+    extra = without_programs(own, cache_dir, keep_one=bool(own and scenario.sumocfg))
+    return scenario.replace(net_file=net, additional_files=extra)

@@ -1,7 +1,8 @@
 """Baselines that are SUMO programs: the lights run as SUMO runs them, measured like any policy.
 
 - ``scenario-program``: the scenario's own signal programs (its net's, or those its additional
-  files load over them), unchanged.
+  files load over them), unchanged; ``source``: the scenario whose programs run, when the one
+  evaluated has other plans (a trainer that switches netconvert's rebuilt plans, ``rebuilt_plans``).
 - ``sumo-actuated``: SUMO's gap-based actuated control on plans netconvert rebuilds from the net
   (``actuated_net``); the scenario's own program files are left out, so SUMO runs these.
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tj_rl.control.actuated_net import ActuatedSpec, actuated_net, without_programs
+from tj_rl.control.actuated_net import ActuatedSpec, rebuilt_plans
 from tj_rl.env.core import TrafficSignalCore
 from tj_rl.env.scenario import Scenario
 
@@ -26,12 +27,21 @@ __all__ = ["ScenarioProgramPolicy", "SumoActuatedPolicy"]
 
 
 class ScenarioProgramPolicy:
-    """The scenario's own signal programs, run by SUMO (``scenario-program``)."""
+    """The scenario's own signal programs, run by SUMO (``scenario-program``).
+
+    ``source``: take the net and additional files (the programs) from this scenario instead of
+    the evaluated one; its routes and time windows stay the evaluated one's."""
 
     reset_options: Mapping[str, Any] = MappingProxyType({"signals": "program"})
 
+    def __init__(self, *, source: Scenario | None = None) -> None:
+        self.source = source
+
     def scenario_for(self, scenario: Scenario) -> Scenario:
-        return scenario
+        if self.source is None:
+            return scenario
+        return scenario.replace(net_file=self.source.net_file,
+                                additional_files=self.source.additional_files)  # fmt: skip
 
     def describe(self) -> str:
         return ("the scenario's own signal programs (its net's, or those its additional files "
@@ -52,14 +62,12 @@ class SumoActuatedPolicy(ScenarioProgramPolicy):
 
     def __init__(self, *, min_dur: int = 5, max_dur: int = 50, extra_args: Sequence[str] = (),
                  cache_dir: str | Path | None = None) -> None:  # fmt: skip
+        super().__init__()
         self.spec = ActuatedSpec(min_dur=min_dur, max_dur=max_dur, extra_args=tuple(extra_args))
         self.cache_dir = cache_dir
 
     def scenario_for(self, scenario: Scenario) -> Scenario:
-        net = actuated_net(scenario.net_file, spec=self.spec, cache_dir=self.cache_dir)
-        own = scenario.additional_files  # with a .sumocfg, -a must still name one file
-        extra = without_programs(own, self.cache_dir, keep_one=bool(own and scenario.sumocfg))
-        return scenario.replace(net_file=net, additional_files=extra)
+        return rebuilt_plans(scenario, spec=self.spec, cache_dir=self.cache_dir)
 
     def describe(self) -> str:
         return (f"SUMO's gap-based actuated control on plans rebuilt from the net "
