@@ -156,3 +156,14 @@ def test_rebuilt_plans_are_another_scenario_and_keep_the_own_program_baseline(
     assert isinstance(baseline, ScenarioProgramPolicy)
     assert baseline.scenario_for(span).net_file == programs.net_file
     assert own.phase2.eval.baseline_policies()["scenario-program"] == "scenario-program"
+
+
+def test_the_report_says_when_sumo_actuated_leads_on_other_plans() -> None:
+    from tj_hybrid.evaluation import plans_note
+
+    delay = {"phase2": 30.0, "clone": 29.0, "sumo-actuated": 25.0, "max-pressure": 28.0}
+    (line,) = plans_note("own", delay, ("phase2", "clone"))
+    assert "--set scenario.plans=rebuilt" in line
+    assert plans_note("rebuilt", delay, ("phase2", "clone")) == []  # the same plans already
+    assert plans_note("own", {**delay, "max-pressure": 24.0}, ("phase2", "clone")) == []
+    assert plans_note("own", {"phase2": 20.0}, ("phase2",)) == []  # no baseline

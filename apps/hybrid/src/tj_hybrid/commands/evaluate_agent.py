@@ -46,6 +46,7 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
     from tj_hybrid.evaluation import (
         evaluate_policies,
         means,
+        plans_note,
         plot_heldout,
         save_evaluation,
         write_phase_report,
@@ -77,7 +78,8 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
     report = write_phase_report(
         out / "report.md", title=f"Agent on {scenario_name(cfg.scenario.path)} (no training)",
         facts=facts, evaluation=evaluation,
-        lead=[f"Average delay (s), best first: {ranked}."], pictures=[picture.name],
+        lead=[f"Average delay (s), best first: {ranked}.",
+              *plans_note(cfg.scenario.plans, delay, (AGENT,))], pictures=[picture.name],
     )  # fmt: skip
     if episodes.is_dir() and not any(episodes.iterdir()):
         episodes.rmdir()

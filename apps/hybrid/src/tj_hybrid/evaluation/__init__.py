@@ -22,7 +22,7 @@ from tj_hybrid.evaluation.heldout import (
     save_evaluation,
     weighted_cost,
 )
-from tj_hybrid.evaluation.phase_report import means, write_phase_report
+from tj_hybrid.evaluation.phase_report import means, plans_note, write_phase_report
 from tj_hybrid.evaluation.plots import plot_heldout, plot_learning, series
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "held_out_set",
     "means",
     "pareto_front",
+    "plans_note",
     "plot_heldout",
     "plot_learning",
     "save_evaluation",

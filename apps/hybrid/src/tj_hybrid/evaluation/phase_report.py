@@ -11,13 +11,26 @@ from typing import Any
 from tj_hybrid.results import HeldOutSet
 from tj_monitor import atomic_write_text
 
-__all__ = ["means", "write_phase_report"]
+__all__ = ["means", "plans_note", "write_phase_report"]
 
 
 def means(summary: Mapping[str, Mapping[str, Any]], metric: str) -> dict[str, float]:
     """Policy -> mean of ``metric`` in one set's summary (the policies that report it): the
     results API's ``HeldOutSet.means``, on the summary as the phase holds it."""
     return HeldOutSet.from_summary(summary).means(metric)
+
+
+def plans_note(plans: str, delay: Mapping[str, float], trained: Sequence[str]) -> list[str]:
+    """A line when the best baseline is ``sumo-actuated`` and the trained policies switch the
+    scenario's own plans: part of its lead is its plans (netconvert's), which the trained ones
+    can have too (``scenario.plans: rebuilt``). Else nothing."""
+    baselines = {p: d for p, d in delay.items() if p not in trained}
+    if plans != "own" or not baselines or min(baselines, key=baselines.__getitem__) != "sumo-actuated":
+        return []
+    return ["The best baseline, sumo-actuated, switches netconvert's rebuilt plans; the trained "
+            "policies here switch the scenario's own. `--set scenario.plans=rebuilt` trains and "
+            "evaluates every controller on the rebuilt plans (apps/hybrid README, \"The greens the "
+            "lights switch\")."]  # fmt: skip
 
 
 def write_phase_report(path: Path, *, title: str, facts: Mapping[str, Any],

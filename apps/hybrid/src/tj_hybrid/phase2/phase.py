@@ -77,7 +77,7 @@ class Phase2:
 def run_phase2(context: PhaseContext) -> PhaseResult:
     """Train (PPO in a Ray session of its own), export, evaluate on held-out traffic, report."""
     from tj_dist.ray_session import RaySession, RaySessionConfig
-    from tj_hybrid.evaluation import means
+    from tj_hybrid.evaluation import means, plans_note
     from tj_hybrid.phase2.evaluate import evaluate_policy, write_report
     from tj_hybrid.phase2.imitation import start_from_teacher
     from tj_hybrid.phase2.train import train_ppo
@@ -137,9 +137,12 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
             f"{res.pss_before / 2**20:.0f} / {res.pss_started / 2**20:.0f} / "
             f"{res.pss_after / 2**20:.0f}" if res else "n/a"),
     }  # fmt: skip
-    report = write_report(pdir, evaluation, facts,
-                          lines=[*(start.lines() if start else []), *selector.lines()])
     delay = means(evaluation["held_out"]["summary"], "avg_delay")
+    note = plans_note(cfg.scenario.plans, delay, ("phase2", "clone"))
+    for line in note:
+        log.info("phase 2: %s", line)
+    report = write_report(pdir, evaluation, facts,
+                          lines=[*(start.lines() if start else []), *selector.lines(), *note])
     others = ", ".join(f"{p} {d:.1f} s" for p, d in delay.items() if p != "phase2")
     return PhaseResult(
         name=context.spec.name, agent=pdir.agent, report=report,
