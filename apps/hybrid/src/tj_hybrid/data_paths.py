@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from tj_hybrid.config import ConfigError, HybridConfig
-from tj_hybrid.traffic import scenario_span
+from tj_hybrid.traffic import own_programs, scenario_span
 
 __all__ = ["data_root", "phase1_data_dir", "scenario_data_dir", "scenario_key", "scenario_name"]
 
@@ -38,13 +38,16 @@ def scenario_key(cfg: HybridConfig) -> str:
 
     try:
         span = scenario_span(cfg)
+        own = own_programs(cfg) or span  # the scenario's own files
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path: {exc}") from None
     digest = hashlib.sha256()
-    for path in (span.sumocfg, span.net_file, *span.route_files, *span.additional_files):
+    for path in (own.sumocfg, own.net_file, *own.route_files, *own.additional_files):
         if path is not None:
             with open(path, "rb") as f:
                 digest.update(hashlib.file_digest(f, "sha256").digest())
+    if own is not span:  # rebuilt plans: the conversion's name (source sha, type, options, SUMO
+        digest.update(span.net_file.name.encode())  # version), not its bytes, which hold a date
     return f"{scenario_name(cfg.scenario.path)}-{digest.hexdigest()[:12]}"
 
 
