@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -66,3 +67,31 @@ def test_child_interrupted_by_ctrl_c_is_run_interrupted(tmp_path: Path) -> None:
     with pytest.raises(RunInterrupted) as info:
         run_isolated(_wait_for_signal, str(marker))
     assert info.value.signum == signal.SIGINT
+
+
+class _SignalInDel:
+    """Sends SIGINT from ``__del__`` and lets the handler run there, where Python ignores raises."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(100):  # bytecode for the handler to run on, inside __del__
+            pass
+
+
+def test_stop_that_lands_where_python_ignores_exceptions_is_still_raised(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A Ctrl-C handled inside ``__del__`` (or an at-fork callback, as filelock's in CI) would be
+    printed as "Exception ignored" and lost, and the run would go on to its end. It is raised at
+    the next ordinary line instead, with no traceback on stderr."""
+    reached_end = False
+    hook_before = sys.unraisablehook
+    with pytest.raises(RunInterrupted) as info, stop_on_signals():
+        bomb = _SignalInDel()
+        del bomb
+        time.sleep(60)  # the stop interrupts this at once; 60 s only if it was lost
+        reached_end = True
+    assert info.value.signum == signal.SIGINT
+    assert not reached_end
+    assert "Traceback" not in capfd.readouterr().err
+    assert sys.unraisablehook is hook_before
