@@ -78,7 +78,9 @@ def stop_on_signals(
             previous_hook(info)
             return
         in_hook.set()
-        log.debug("stop landed in %r, where Python ignores exceptions; sending it again", info.object)
+        log.debug(
+            "stop landed in %r, where Python ignores exceptions; sending it again", info.object
+        )
         swallowed.append(info.exc_value.signum)
         resend(info.exc_value.signum)
         in_hook.clear()
