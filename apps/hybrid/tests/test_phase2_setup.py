@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tj_hybrid.config import ConfigError, load_config
-from tj_hybrid.rl_setup import DRIVER_PSS, RUNNER_PSS, SIM_PSS, env_runner_count
+from tj_hybrid.rl_setup import (
+    DRIVER_PSS,
+    EVAL_WORKER_PSS,
+    RUNNER_PSS,
+    SIM_PSS,
+    env_runner_count,
+    eval_worker_count,
+)
 
 GIB = 2**30
 
@@ -21,6 +28,24 @@ def test_env_runners_as_asked_else_from_cpus_and_memory() -> None:
     assert env_runner_count(None, cpus=4, budget=64 * GIB) == 2
 
 
+def test_eval_workers_as_asked_else_from_cpus_and_memory() -> None:
+    assert eval_worker_count(3, cpus=32, budget=1) == 3
+    assert eval_worker_count("auto", cpus=2) == 2  # both cores run episodes
+    budget = int(0.6 * 16 * GIB)  # the reference machine: memory is the limit
+    n = eval_worker_count("auto", cpus=32, budget=budget)
+    assert n == (budget - DRIVER_PSS) // EVAL_WORKER_PSS and 1 < n < 32
+    assert eval_worker_count("auto", cpus=32, budget=DRIVER_PSS) == 1  # in the phase itself
+
+
+def test_eval_workers_config_refuses_what_is_not_a_count() -> None:
+    assert load_config(profile="smoke").config.phase2.eval.workers == "auto"
+    assert load_config(profile="smoke", overrides=["phase2.eval.workers=2"]
+                       ).config.phase2.eval.workers == 2  # fmt: skip
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(ConfigError, match="workers"):
+            load_config(profile="smoke", overrides=[f"phase2.eval.workers={bad}"])
+
+
 def test_simulation_children_count_against_the_memory_budget() -> None:
     """With ``sims_per_runner`` > 1 each runner and the driver also hold that many children."""
     budget = int(0.6 * 16 * GIB)
@@ -28,7 +53,8 @@ def test_simulation_children_count_against_the_memory_budget() -> None:
     assert n8 == (budget - DRIVER_PSS - 8 * SIM_PSS) // (RUNNER_PSS + 8 * SIM_PSS)
     assert n8 < env_runner_count(None, cpus=32, budget=budget, sims=1)
     assert env_runner_count(None, cpus=32, budget=budget, sims=1) == env_runner_count(
-        None, cpus=32, budget=budget)
+        None, cpus=32, budget=budget
+    )
 
 
 def test_sims_per_runner_selects_the_parallel_env_runner() -> None:

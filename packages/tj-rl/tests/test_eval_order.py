@@ -9,16 +9,22 @@ with untrained weights, 2-minute episodes."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
 from tj_models import TrafficAgent, TrafficAgentConfig
+from tj_rl.control import MaxOccupancyPolicy
 from tj_rl.control.agent_policy import AgentPolicy
 from tj_rl.control.fit import check_spaces
-from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env import EnvConfig, Scenario, SumoStartError, TrafficSignalCore
 from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
 from tj_rl.traffic.demand import DemandPool
 
@@ -67,3 +73,83 @@ def test_a_baseline_gives_the_same_row_before_and_after_an_agent_episode(
                              config=replace(config, route_files=()))  # fmt: skip
     assert _outcome(rows["after"]) == _outcome(alone.rows[0])
     assert rows["after"]["routes"] == held.name and rows["after"]["throughput"] > 0
+
+
+def test_workers_give_the_rows_a_serial_run_gives(
+    traffic, agent: Path, default_sc: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``workers=2``: the same rows, in the same order, episode indices included; the agent and a
+    policy object travel pickled to spawned processes and are rebuilt there."""
+    config, held = traffic
+    sc = default_sc.replace(end=90.0)
+    policies = {"mp": "max-pressure", "agent": AgentPolicy(agent), "mo": MaxOccupancyPolicy()}
+    serial = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config)
+    parallel = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config, workers=2)
+    assert [r["policy"] for r in parallel.rows] == ["mp", "agent", "mo"] * 2
+    assert parallel.rows == serial.rows
+    assert parallel.labels == serial.labels
+    assert "cannot be sent" not in caplog.text  # they ran in the workers
+    with pytest.raises(ValueError, match="workers=0"):
+        evaluate_heldout(sc, policies, [held], seeds=[7], workers=0)
+
+
+def test_a_failure_in_a_worker_reaches_the_caller(tmp_path: Path, default_sc: Scenario) -> None:
+    bad = tmp_path / "bad.rou.xml"
+    bad.write_text('<routes><vehicle id="v0" depart="0"><route edges="no_such_edge"/></vehicle>'
+                   "</routes>")  # fmt: skip
+    with pytest.raises(SumoStartError, match="no_such_edge"):
+        evaluate_heldout(default_sc.replace(end=60.0), ["max-pressure"], [bad], seeds=[1, 2],
+                         workers=2)  # fmt: skip
+
+
+_STOPPED_SCRIPT = """
+import sys
+from tj_rl.env import Scenario
+from tj_rl.eval.heldout import evaluate_heldout
+sc = Scenario(net_file=sys.argv[1], route_files=(sys.argv[2],), end=3600.0)
+evaluate_heldout(sc, ["fixed-time"], [sys.argv[2]], seeds=range(1, 41), workers=2)  # minutes
+"""
+
+
+def test_ctrl_c_stops_the_workers(traffic, default_sc: Scenario, tmp_path: Path) -> None:
+    """Ctrl-C in the caller: it stops, and no worker process (nor its SUMO) is left behind."""
+    _config, held = traffic
+    script = tmp_path / "run.py"
+    script.write_text(_STOPPED_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(default_sc.net_file), str(held)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    parent = psutil.Process(proc.pid)
+    workers: list[psutil.Process] = []
+    for _ in range(600):  # the workers are spawned once the jobs are made (up to 60 s)
+        workers = parent.children(recursive=True)
+        if len(workers) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert len(workers) >= 2, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    _gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, alive
+
+
+class _Unpicklable:
+    """A policy holding a lambda: it cannot travel to a worker process."""
+
+    def __init__(self) -> None:
+        self.base, self.hook = MaxOccupancyPolicy(), lambda: None
+
+    def reset(self, env) -> None:
+        self.base.reset(env)
+
+    def compute_actions(self, obs, infos):
+        return self.base.compute_actions(obs, infos)
+
+
+def test_a_policy_that_cannot_travel_runs_here(
+    traffic, default_sc: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    _config, held = traffic
+    sc = default_sc.replace(end=60.0)
+    table = evaluate_heldout(sc, {"mo": _Unpicklable()}, [held], seeds=[1, 2], workers=2)
+    assert len(table.rows) == 2 and "cannot be sent to worker processes" in caplog.text

@@ -36,12 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER_PSS",
+    "EVAL_WORKER_PSS",
     "RUNNER_PSS",
     "SIM_PSS",
     "RLSetup",
     "build_ppo",
     "env_runner_count",
     "episode_scenario",
+    "eval_worker_count",
     "prepare_rl",
     "scenario_widths",
 ]
@@ -82,6 +84,10 @@ class RLSetup:
 # learner ~720 MiB plus Ray's own processes (GCS, raylet, agents, log monitor) ~330 MiB.
 RUNNER_PSS = 700 * 2**20
 DRIVER_PSS = 1100 * 2**20
+# An evaluation worker (python + torch + tj-models + the agent + libsumo, one episode run): 466 MiB
+# private and 440 MiB of library pages shared with the phase and the other workers (smaps_rollup
+# of a worker on the embedded arterial; torch alone is 290 + 220).
+EVAL_WORKER_PSS = 700 * 2**20
 # A simulation child of ``phase2.sims_per_runner`` > 1 (python + the env + libsumo, no torch).
 # Measured: 8 children raised phase 2's peak tree PSS from 1.84 to 2.21 GiB on the embedded net
 # (apps/bench phase2, docs/BENCHMARKS.md), ~47 MiB each; 80 leaves room for bigger nets.
@@ -104,13 +110,28 @@ def env_runner_count(requested: int | None, cpus: int | None = None,
     return min(by_cpu, max(0, (budget - DRIVER_PSS - children) // (RUNNER_PSS + children)))
 
 
+def eval_worker_count(requested: int | str, cpus: int | None = None,
+                      budget: int | None = None) -> int:  # fmt: skip
+    """Held-out evaluation's worker processes (``phase2.eval.workers``): as asked, else one per
+    CPU and no more than the memory budget holds next to the phase's own process (at least 1:
+    then the episodes run in the phase)."""
+    if requested != "auto":
+        return int(requested)
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    if budget is None:
+        return max(1, cpus)
+    return max(1, min(cpus, (budget - DRIVER_PSS) // EVAL_WORKER_PSS))
+
+
 def _agent_lanes(agent_dir: Path | None) -> int | None:
     """The movement rows the previous phase's GNN embeds (phase 1's ``num_movements``)."""
     if agent_dir is None or not (agent_dir / "config.json").is_file():
         return None
     import json
 
-    return int(json.loads((agent_dir / "config.json").read_text())["config"]["gnn"]["num_movements"])
+    return int(
+        json.loads((agent_dir / "config.json").read_text())["config"]["gnn"]["num_movements"]
+    )
 
 
 def scenario_widths(cfg: HybridConfig) -> tuple[int, int]:

@@ -109,10 +109,17 @@ class EvalSection:
     # also greedy and max-occupancy with these hysteresis margins (vehicles), named
     # ``greedy-m2`` etc.: more points for phase 3's delay-vs-cost picture
     margins: list[float] = field(default_factory=list)
+    # processes the episodes run in (tj-rl's ``evaluate_heldout(workers=)``): auto: one per CPU,
+    # no more than the memory budget holds (``rl_setup.eval_worker_count``); 1: in the phase itself
+    workers: int | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if not self.sumo_seeds:
             raise ValueError("sumo_seeds: at least one")
+        if self.workers != "auto" and (
+            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
+        ):
+            raise ValueError(f"workers must be an int >= 1 or 'auto', got {self.workers!r}")
         bad = [m for m in self.margins if not (math.isfinite(m) and m > 0)]
         if bad:
             raise ValueError(f"margins must be finite and > 0 (0 is the plain baseline), got {bad}")

@@ -9,6 +9,7 @@ The same protocol on validation traffic (``evaluate_validation``) is what choice
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ __all__ = [
     "weighted_cost",
 ]
 
+log = logging.getLogger(__name__)
+
 SETS = ("held_out", "held_out_heavy")
 # the table's columns when costs are weighted: tj-rl's held-out metrics, the weighted cost, vetoes
 EVAL_METRICS = ("avg_delay", "avg_trip_time", "avg_waiting_time", "mean_queue", "throughput",
@@ -47,6 +50,19 @@ def _env(setup: RLSetup, cost_weights: Mapping[str, float] | None) -> Any:
     if cost_weights is not None:
         env = dataclasses.replace(env, cost_weights=dict(cost_weights))
     return env
+
+
+def _workers(cfg: HybridConfig) -> int:
+    """``phase2.eval.workers`` resolved on this machine and memory budget (said in the log)."""
+    from tj_hybrid.rl_setup import eval_worker_count
+    from tj_monitor import memory_limit
+
+    asked = cfg.phase2.eval.workers
+    n = eval_worker_count(asked, budget=cfg.memory.budget_bytes(memory_limit()))
+    if asked == "auto":
+        log.info("evaluation: %d worker process(es) (phase2.eval.workers=auto: CPUs and memory "
+                 "budget)", n)  # fmt: skip
+    return n
 
 
 def _score(table: HeldOutTable, cost_weights: Mapping[str, float] | None) -> HeldOutTable:
@@ -67,12 +83,13 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     env = _env(setup, cost_weights)
     metrics = HELDOUT_METRICS if cost_weights is None else EVAL_METRICS
     named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
+    workers = _workers(cfg)
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
             table = evaluate_heldout(setup.heldout_scenario, named, demand,
                                      cfg.phase2.eval.sumo_seeds, config=env,
-                                     training_seeds=())  # fmt: skip
+                                     training_seeds=(), workers=workers)  # fmt: skip
         out[label] = held_out_set(_score(table, cost_weights), metrics,
                                   traffic=demand.describe())  # fmt: skip
     return out
@@ -92,7 +109,7 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
     with torch_threads(1):
         table = evaluate_heldout(setup.scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
-                                 name="validation")  # fmt: skip
+                                 name="validation", workers=_workers(cfg))  # fmt: skip
     return held_out_set(_score(table, cost_weights), EVAL_METRICS,
                         traffic=setup.validation.describe())  # fmt: skip
 

@@ -59,6 +59,8 @@ class AgentPolicy:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"AgentPolicy: seed={seed!r}, expected an int")
         self.agent_dir = Path(agent_dir)
+        self._options = {"sample": sample, "seed": seed, "device": str(device),
+                         "shield_threshold": shield_threshold}  # fmt: skip
         self.agent: TrafficAgent = TrafficAgent.load(self.agent_dir, map_location=device)
         self.agent.eval()
         self.device = torch.device(device)
@@ -66,6 +68,11 @@ class AgentPolicy:
         self.shield_threshold = shield_threshold
         self.actor = Actor.from_agent(self.agent, shield_threshold=shield_threshold)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its folder and options (``evaluate_heldout(workers=)`` sends policies to
+        worker processes): loaded and verified again where it lands; draws restart at ``seed``."""
+        return (_load_again, (self.agent_dir, self._options))
 
     @property
     def max_actions(self) -> int:
@@ -116,3 +123,7 @@ class AgentPolicy:
     def actions(self, batch: Mapping[str, Tensor]) -> Tensor:
         """``[B]`` int64 actions: the masked argmax, or a seeded draw when ``sample``."""
         return self.actor.act(batch, sample=self.sample, generator=self.generator).action
+
+
+def _load_again(agent_dir: Path, options: dict[str, Any]) -> AgentPolicy:
+    return AgentPolicy(agent_dir, **options)

@@ -11,5 +11,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     submod_attrs={
         "episodes": ["MetricsTable", "evaluate", "policy_scenario", "run_episode"],
         "heldout": ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"],
+        "jobs": ["EpisodeJob", "run_job", "run_jobs"],
     },
 )

@@ -22,10 +22,10 @@ from typing import Any
 
 from tj_rl.control.baselines import Policy, describe_policy, make_policy
 from tj_rl.env.config import COST_NAMES, EnvConfig
-from tj_rl.env.core import TrafficSignalCore
 from tj_rl.env.metrics import Spread, spread
 from tj_rl.env.scenario import Scenario
-from tj_rl.eval.episodes import policy_scenario, run_episode
+from tj_rl.eval.episodes import policy_scenario
+from tj_rl.eval.jobs import EpisodeJob, run_jobs
 from tj_rl.traffic.demand import DemandSet
 
 __all__ = ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"]
@@ -138,6 +138,7 @@ def evaluate_heldout(
     config: EnvConfig | None = None,
     training_seeds: Collection[int] = (),
     name: str | None = None,
+    workers: int = 1,
 ) -> HeldOutTable:
     """Run every policy on every time window x route file x SUMO seed of ``scenario``; one row
     each (``window``: its ``[begin, end]``).
@@ -148,7 +149,9 @@ def evaluate_heldout(
     scenario (``scenario_for``: e.g. ``sumo-actuated``'s net) runs in an env built on it; its
     scenario is made before any SUMO run. ``config``: the env settings (e.g. training's); its
     ``route_files`` do not apply, every episode runs its own route file. ``training_seeds``: the
-    SUMO seeds used in training; an overlap with ``seeds`` is an error."""
+    SUMO seeds used in training; an overlap with ``seeds`` is an error. ``workers`` > 1: the
+    episodes of each (window, route file, SUMO seed) run in up to that many spawned processes
+    (``tj_rl.eval.jobs``; policy objects must pickle), with the same rows in the same order."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -159,6 +162,8 @@ def evaluate_heldout(
     clash = sorted(set(seeds) & {int(s) for s in training_seeds})
     if clash:
         raise ValueError(f"evaluate_heldout: SUMO seed(s) {clash} were used in training")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"evaluate_heldout: workers={workers!r}, need an int >= 1")
     named = _named(policies)
     cfg = config if config is not None else EnvConfig()
     if cfg.metrics is False:
@@ -170,23 +175,20 @@ def evaluate_heldout(
     table = HeldOutTable(name=name or "held-out", policies=tuple(named),
                          labels={k: describe_policy(p) for k, p in made.items()},
                          windows=tuple(w.describe_windows() for w in scenario.each_window()))  # fmt: skip
+    jobs: list[EpisodeJob] = []
+    # serially a job is a whole (window, route file), its envs reused over the seeds; in
+    # workers one seed each, so that a few route files still fill the cores
+    parts = [tuple(seeds)] if workers == 1 else [(s,) for s in seeds]
     for w, window in enumerate(scenario.each_window()):
         begin, seconds = window.begin, window.end - window.begin
         for i, path in enumerate(files):
             scs = {k: sc.window(begin, seconds).with_routes(path) for k, sc in own.items()}
-            envs: dict[Scenario, TrafficSignalCore] = {}  # one per distinct policy scenario
-            try:
-                for sc in scs.values():
-                    if sc not in envs:
-                        envs[sc] = TrafficSignalCore(cfg, scenario=sc)
-                for seed in seeds:
-                    for pol_name, pol in named.items():
-                        policy = make_policy(pol) if isinstance(pol, str) else pol
-                        row = run_episode(envs[scs[pol_name]], policy, len(table.rows), seed)
-                        table.rows.append({"policy": pol_name, "routes": path.name,
-                                           "route_index": i, "window": [begin, window.end],
-                                           "window_index": w, **row})  # fmt: skip
-            finally:
-                for env in envs.values():
-                    env.close()
+            meta = {"routes": path.name, "route_index": i, "window": [begin, window.end],
+                    "window_index": w}  # fmt: skip
+            for part in parts:
+                first = sum(j.episodes for j in jobs)
+                jobs.append(EpisodeJob(scenarios=scs, policies=named, config=cfg, seeds=part,
+                                       first=first, meta=meta))  # fmt: skip
+    for rows in run_jobs(jobs, workers):
+        table.rows.extend(rows)
     return table

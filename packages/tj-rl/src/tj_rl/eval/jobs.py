@@ -1,0 +1,113 @@
+"""Held-out episodes as jobs, run here or in worker processes (``evaluate_heldout(workers=)``).
+
+Why: an evaluation is many independent whole episodes (policies x windows x route files x SUMO
+seeds), each one SUMO run on one core; run one after another they leave the other cores idle (a
+real city's table took over 30 min on 2 cores). A job is one (window, route file) and some SUMO
+seeds, every policy on each: the envs it builds serve all its episodes, as in a serial run.
+
+Workers are spawned, never forked (libsumo and torch hold threads and state a fork would copy),
+ignore Ctrl-C (the parent stops: the pool is terminated when anything raises there, a Ctrl-C
+included) and run torch on one thread. A job carries its policies pickled and each worker
+rebuilds them, so its rows are the rows a serial run gives (a row is a function of the policy,
+window, route file, SUMO seed and settings only; tested), except for a policy that draws at
+random across episodes (``AgentPolicy(sample=True)``): its draws restart in every job. The
+standard library's ``multiprocessing.Pool`` is enough here: jobs are independent, few (tens)
+and long, and results come back in submission order; Ray is the trainer's engine, not tj-rl's.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tj_rl.control.baselines import make_policy
+from tj_rl.env.config import EnvConfig
+from tj_rl.env.core import TrafficSignalCore
+from tj_rl.env.scenario import Scenario
+from tj_rl.eval.episodes import run_episode
+
+__all__ = ["EpisodeJob", "run_job", "run_jobs"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeJob:
+    """Every policy on one (window, route file) for ``seeds``. ``scenarios``: each policy's
+    scenario (window and routes applied); ``policies``: name -> baseline name or policy object;
+    ``first``: the table's episode index of the job's first row; ``meta``: what every row of the
+    job carries (route file, window and their indices)."""
+
+    scenarios: Mapping[str, Scenario]
+    policies: Mapping[str, Any]
+    config: EnvConfig
+    seeds: tuple[int, ...]
+    first: int
+    meta: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if set(self.scenarios) != set(self.policies):
+            raise ValueError("EpisodeJob: one scenario per policy")
+        if not self.seeds:
+            raise ValueError("EpisodeJob: no SUMO seeds")
+
+    @property
+    def episodes(self) -> int:
+        return len(self.seeds) * len(self.policies)
+
+
+def run_job(job: EpisodeJob) -> list[dict[str, Any]]:
+    """The job's rows: for each seed, each policy (a name is made afresh for every episode, an
+    object is reset by ``run_episode``), on an env per distinct policy scenario."""
+    envs: dict[Scenario, TrafficSignalCore] = {}
+    rows: list[dict[str, Any]] = []
+    try:
+        for sc in job.scenarios.values():
+            if sc not in envs:
+                envs[sc] = TrafficSignalCore(job.config, scenario=sc)
+        for seed in job.seeds:
+            for name, pol in job.policies.items():
+                policy = make_policy(pol) if isinstance(pol, str) else pol
+                row = run_episode(envs[job.scenarios[name]], policy, job.first + len(rows), seed)
+                rows.append({"policy": name, **job.meta, **row})
+    finally:
+        for env in envs.values():
+            env.close()
+    return rows
+
+
+def _init_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+
+def _run_in_worker(job: EpisodeJob) -> list[dict[str, Any]]:
+    torch = sys.modules.get("torch")  # loaded by a policy (AgentPolicy) when the job unpickled
+    if torch is not None:
+        torch.set_num_threads(1)  # one small forward per decision; the other cores run jobs
+    return run_job(job)
+
+
+def run_jobs(jobs: Sequence[EpisodeJob], workers: int = 1) -> list[list[dict[str, Any]]]:
+    """Each job's rows, in the order of ``jobs``: here when ``workers`` is 1 (or there is one
+    job, or a policy does not pickle: said in a warning), else in up to ``workers`` spawned
+    processes."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"run_jobs: workers={workers!r}, need an int >= 1")
+    if workers > 1 and len(jobs) > 1:
+        try:
+            pickle.dumps(jobs[0].policies)
+        except Exception as exc:
+            log.warning("evaluation: a policy cannot be sent to worker processes (%s: %s); "
+                        "running the episodes here", type(exc).__name__, exc)  # fmt: skip
+            workers = 1
+    if workers == 1 or len(jobs) <= 1:
+        return [run_job(job) for job in jobs]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(min(workers, len(jobs)), initializer=_init_worker) as pool:
+        return list(pool.imap(_run_in_worker, jobs))  # leaving the block terminates the pool
