@@ -9,6 +9,7 @@ with untrained weights, 2-minute episodes."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from tj_rl.control.agent_policy import AgentPolicy
 from tj_rl.control.fit import check_spaces
 from tj_rl.env import EnvConfig, Scenario, SumoStartError, TrafficSignalCore
 from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
+from tj_rl.eval.jobs import EpisodeJob, run_jobs
 from tj_rl.traffic.demand import DemandPool
 
 # what a row says about its episode besides who ran it and when
@@ -153,3 +155,31 @@ def test_a_policy_that_cannot_travel_runs_here(
     sc = default_sc.replace(end=60.0)
     table = evaluate_heldout(sc, {"mo": _Unpicklable()}, [held], seeds=[1, 2], workers=2)
     assert len(table.rows) == 2 and "cannot be sent to worker processes" in caplog.text
+
+
+def test_workers_start_only_when_the_rest_is_worth_it(
+    traffic, default_sc: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``spawn_after_s``: the first job runs here and times the rest (an injected clock): short
+    work stays here, long work goes to the workers; the rows are the same either way."""
+    _config, held = traffic
+    sc = default_sc.replace(end=60.0)
+
+    def clock(first_job_s: float):
+        ticks = iter([0.0, first_job_s])
+        return lambda: next(ticks)
+
+    def jobs() -> list[EpisodeJob]:
+        scs = {"mp": sc.with_routes(held)}
+        return [EpisodeJob(scenarios=scs, policies={"mp": "max-pressure"}, config=EnvConfig(metrics=True),
+                           seeds=(s,), first=k, meta={"routes": held.name})
+                for k, s in enumerate((1, 2, 3))]  # fmt: skip
+
+    caplog.set_level(logging.INFO, logger="tj_rl.eval.jobs")
+    here = run_jobs(jobs(), 2, spawn_after_s=60.0, clock=clock(10.0))  # 2 x 10 s: stay
+    assert "worker processes" not in caplog.text
+    there = run_jobs(jobs(), 2, spawn_after_s=60.0, clock=clock(40.0))  # 2 x 40 s: go
+    assert "2 more job(s), ~80 s here: 2 worker processes" in caplog.text
+    assert here == there and [r[0]["seed"] for r in here] == [1, 2, 3]
+    with pytest.raises(ValueError, match="spawn_after_s"):
+        run_jobs(jobs(), 2, spawn_after_s=-1.0)

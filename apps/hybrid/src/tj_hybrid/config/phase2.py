@@ -112,6 +112,9 @@ class EvalSection:
     # processes the episodes run in (tj-rl's ``evaluate_heldout(workers=)``): auto: one per CPU,
     # no more than the memory budget holds (``rl_setup.eval_worker_count``); 1: in the phase itself
     workers: int | Literal["auto"] = "auto"
+    # ... but only when the rest of a table would take longer than this in the phase, judged by
+    # its first episodes (a worker takes ~5-10 s to start: python, torch, the agent); 0: always
+    spawn_after_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not self.sumo_seeds:
@@ -120,6 +123,8 @@ class EvalSection:
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
             raise ValueError(f"workers must be an int >= 1 or 'auto', got {self.workers!r}")
+        if not (math.isfinite(self.spawn_after_s) and self.spawn_after_s >= 0):
+            raise ValueError(f"spawn_after_s must be finite and >= 0, got {self.spawn_after_s}")
         bad = [m for m in self.margins if not (math.isfinite(m) and m > 0)]
         if bad:
             raise ValueError(f"margins must be finite and > 0 (0 is the plain baseline), got {bad}")

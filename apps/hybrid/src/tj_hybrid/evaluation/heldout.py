@@ -89,7 +89,8 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
             table = evaluate_heldout(setup.heldout_scenario, named, demand,
                                      cfg.phase2.eval.sumo_seeds, config=env,
-                                     training_seeds=(), workers=workers)  # fmt: skip
+                                     training_seeds=(), workers=workers,
+                                     spawn_after_s=cfg.phase2.eval.spawn_after_s)  # fmt: skip
         out[label] = held_out_set(_score(table, cost_weights), metrics,
                                   traffic=demand.describe())  # fmt: skip
     return out
@@ -109,7 +110,8 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
     with torch_threads(1):
         table = evaluate_heldout(setup.scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
-                                 name="validation", workers=_workers(cfg))  # fmt: skip
+                                 name="validation", workers=_workers(cfg),
+                                 spawn_after_s=cfg.phase2.eval.spawn_after_s)  # fmt: skip
     return held_out_set(_score(table, cost_weights), EVAL_METRICS,
                         traffic=setup.validation.describe())  # fmt: skip
 

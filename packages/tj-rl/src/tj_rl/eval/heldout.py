@@ -139,6 +139,7 @@ def evaluate_heldout(
     training_seeds: Collection[int] = (),
     name: str | None = None,
     workers: int = 1,
+    spawn_after_s: float = 0.0,
 ) -> HeldOutTable:
     """Run every policy on every time window x route file x SUMO seed of ``scenario``; one row
     each (``window``: its ``[begin, end]``).
@@ -151,7 +152,9 @@ def evaluate_heldout(
     ``route_files`` do not apply, every episode runs its own route file. ``training_seeds``: the
     SUMO seeds used in training; an overlap with ``seeds`` is an error. ``workers`` > 1: the
     episodes of each (window, route file, SUMO seed) run in up to that many spawned processes
-    (``tj_rl.eval.jobs``; policy objects must pickle), with the same rows in the same order."""
+    (``tj_rl.eval.jobs``; policy objects must pickle), with the same rows in the same order;
+    ``spawn_after_s`` > 0: only when the rest would take longer than that here, judged by the
+    first (window, file, seed) (``run_jobs``)."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -189,6 +192,6 @@ def evaluate_heldout(
                 first = sum(j.episodes for j in jobs)
                 jobs.append(EpisodeJob(scenarios=scs, policies=named, config=cfg, seeds=part,
                                        first=first, meta=meta))  # fmt: skip
-    for rows in run_jobs(jobs, workers):
+    for rows in run_jobs(jobs, workers, spawn_after_s=spawn_after_s):
         table.rows.extend(rows)
     return table

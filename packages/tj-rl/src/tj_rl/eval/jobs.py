@@ -18,11 +18,14 @@ and long, and results come back in submission order; Ray is the trainer's engine
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import pickle
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +85,9 @@ def run_job(job: EpisodeJob) -> list[dict[str, Any]]:
     return rows
 
 
-def _init_worker() -> None:
+def _init_worker(filters: list[Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    warnings.filters[:] = filters  # the caller's (a trainer silences library deprecations)
 
 
 def _run_in_worker(job: EpisodeJob) -> list[dict[str, Any]]:
@@ -93,21 +97,45 @@ def _run_in_worker(job: EpisodeJob) -> list[dict[str, Any]]:
     return run_job(job)
 
 
-def run_jobs(jobs: Sequence[EpisodeJob], workers: int = 1) -> list[list[dict[str, Any]]]:
+def _travels(policies: Mapping[str, Any]) -> bool:
+    try:
+        pickle.dumps(policies)
+    except Exception as exc:  # noqa: BLE001 - whatever stops a policy from travelling
+        log.warning("evaluation: a policy cannot be sent to worker processes (%s: %s); "
+                    "running the episodes here", type(exc).__name__, exc)  # fmt: skip
+        return False
+    return True
+
+
+def run_jobs(
+    jobs: Sequence[EpisodeJob],
+    workers: int = 1,
+    *,
+    spawn_after_s: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[list[dict[str, Any]]]:
     """Each job's rows, in the order of ``jobs``: here when ``workers`` is 1 (or there is one
     job, or a policy does not pickle: said in a warning), else in up to ``workers`` spawned
-    processes."""
+    processes. ``spawn_after_s`` > 0: the first job runs here, and the rest go to workers only
+    when, at its pace (``clock``), they would take longer than that here: a worker takes seconds
+    to start (python, torch and the agent), more than a few short episodes are worth."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"run_jobs: workers={workers!r}, need an int >= 1")
-    if workers > 1 and len(jobs) > 1:
-        try:
-            pickle.dumps(jobs[0].policies)
-        except Exception as exc:
-            log.warning("evaluation: a policy cannot be sent to worker processes (%s: %s); "
-                        "running the episodes here", type(exc).__name__, exc)  # fmt: skip
-            workers = 1
-    if workers == 1 or len(jobs) <= 1:
+    if not (spawn_after_s >= 0.0 and math.isfinite(spawn_after_s)):
+        raise ValueError(f"run_jobs: spawn_after_s={spawn_after_s!r}, need a finite value >= 0")
+    if workers == 1 or len(jobs) <= 1 or not _travels(jobs[0].policies):
         return [run_job(job) for job in jobs]
+    done: list[list[dict[str, Any]]] = []
+    if spawn_after_s > 0.0:
+        t0 = clock()
+        done.append(run_job(jobs[0]))
+        rest = (clock() - t0) * (len(jobs) - 1)
+        if rest <= spawn_after_s or len(jobs) == 2:
+            return done + [run_job(job) for job in jobs[1:]]
+        log.info("evaluation: %d more job(s), ~%.0f s here: %d worker processes", len(jobs) - 1,
+                 rest, min(workers, len(jobs) - 1))  # fmt: skip
+    todo = jobs[len(done) :]
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(min(workers, len(jobs)), initializer=_init_worker) as pool:
-        return list(pool.imap(_run_in_worker, jobs))  # leaving the block terminates the pool
+    with ctx.Pool(min(workers, len(todo)), initializer=_init_worker,
+                  initargs=(list(warnings.filters),)) as pool:  # fmt: skip
+        return done + list(pool.imap(_run_in_worker, todo))  # leaving the block terminates it
