@@ -100,7 +100,7 @@ def _run_in_worker(job: EpisodeJob) -> list[dict[str, Any]]:
 def _travels(policies: Mapping[str, Any]) -> bool:
     try:
         pickle.dumps(policies)
-    except Exception as exc:  # noqa: BLE001 - whatever stops a policy from travelling
+    except Exception as exc:  # whatever stops a policy from travelling
         log.warning("evaluation: a policy cannot be sent to worker processes (%s: %s); "
                     "running the episodes here", type(exc).__name__, exc)  # fmt: skip
         return False
