@@ -86,7 +86,8 @@ def test_workers_give_the_rows_a_serial_run_gives(
     sc = default_sc.replace(end=90.0)
     policies = {"mp": "max-pressure", "agent": AgentPolicy(agent), "mo": MaxOccupancyPolicy()}
     serial = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config)
-    parallel = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config, workers=2)
+    parallel = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config, workers=2,
+                                progress=True)
     assert [r["policy"] for r in parallel.rows] == ["mp", "agent", "mo"] * 2
     assert parallel.rows == serial.rows
     assert parallel.labels == serial.labels

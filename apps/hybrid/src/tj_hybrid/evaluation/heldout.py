@@ -60,8 +60,9 @@ def _workers(cfg: HybridConfig) -> int:
     asked = cfg.phase2.eval.workers
     n = eval_worker_count(asked, budget=cfg.memory.budget_bytes(memory_limit()))
     if asked == "auto":
-        log.info("evaluation: %d worker process(es) (phase2.eval.workers=auto: CPUs and memory "
-                 "budget)", n)  # fmt: skip
+        log.info("evaluation: up to %d worker process(es) (phase2.eval.workers=auto: CPUs and "
+                 "memory budget), for a table whose rest would take over %g s here", n,
+                 cfg.phase2.eval.spawn_after_s)  # fmt: skip
     return n
 
 
@@ -90,7 +91,8 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
             table = evaluate_heldout(setup.heldout_scenario, named, demand,
                                      cfg.phase2.eval.sumo_seeds, config=env,
                                      training_seeds=(), workers=workers,
-                                     spawn_after_s=cfg.phase2.eval.spawn_after_s)  # fmt: skip
+                                     spawn_after_s=cfg.phase2.eval.spawn_after_s,
+                                     progress=True)  # fmt: skip
         out[label] = held_out_set(_score(table, cost_weights), metrics,
                                   traffic=demand.describe())  # fmt: skip
     return out
@@ -111,7 +113,8 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
         table = evaluate_heldout(setup.scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
                                  name="validation", workers=_workers(cfg),
-                                 spawn_after_s=cfg.phase2.eval.spawn_after_s)  # fmt: skip
+                                 spawn_after_s=cfg.phase2.eval.spawn_after_s,
+                                 progress=True)  # fmt: skip
     return held_out_set(_score(table, cost_weights), EVAL_METRICS,
                         traffic=setup.validation.describe())  # fmt: skip
 

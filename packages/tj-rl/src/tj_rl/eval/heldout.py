@@ -140,6 +140,7 @@ def evaluate_heldout(
     name: str | None = None,
     workers: int = 1,
     spawn_after_s: float = 0.0,
+    progress: bool = False,
 ) -> HeldOutTable:
     """Run every policy on every time window x route file x SUMO seed of ``scenario``; one row
     each (``window``: its ``[begin, end]``).
@@ -154,7 +155,8 @@ def evaluate_heldout(
     episodes of each (window, route file, SUMO seed) run in up to that many spawned processes
     (``tj_rl.eval.jobs``; policy objects must pickle), with the same rows in the same order;
     ``spawn_after_s`` > 0: only when the rest would take longer than that here, judged by the
-    first (window, file, seed) (``run_jobs``)."""
+    first (window, file, seed) (``run_jobs``). ``progress``: a bar over the episodes, with an
+    ETA (tj-monitor's; it needs its ``report`` extra, rich)."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -192,6 +194,7 @@ def evaluate_heldout(
                 first = sum(j.episodes for j in jobs)
                 jobs.append(EpisodeJob(scenarios=scs, policies=named, config=cfg, seeds=part,
                                        first=first, meta=meta))  # fmt: skip
-    for rows in run_jobs(jobs, workers, spawn_after_s=spawn_after_s):
+    bar = f"evaluating: {table.name}" if progress else None
+    for rows in run_jobs(jobs, workers, spawn_after_s=spawn_after_s, progress=bar):
         table.rows.extend(rows)
     return table

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tj_monitor import progress_bar
 from tj_rl.control.baselines import make_policy
 from tj_rl.env.config import EnvConfig
 from tj_rl.env.core import TrafficSignalCore
@@ -113,29 +114,47 @@ def run_jobs(
     *,
     spawn_after_s: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
+    progress: str | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Each job's rows, in the order of ``jobs``: here when ``workers`` is 1 (or there is one
     job, or a policy does not pickle: said in a warning), else in up to ``workers`` spawned
     processes. ``spawn_after_s`` > 0: the first job runs here, and the rest go to workers only
     when, at its pace (``clock``), they would take longer than that here: a worker takes seconds
-    to start (python, torch and the agent), more than a few short episodes are worth."""
+    to start (python, torch and the agent), more than a few short episodes are worth.
+    ``progress``: a bar of that name over the episodes (tj-monitor's, with an ETA); None: none."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"run_jobs: workers={workers!r}, need an int >= 1")
     if not (spawn_after_s >= 0.0 and math.isfinite(spawn_after_s)):
         raise ValueError(f"run_jobs: spawn_after_s={spawn_after_s!r}, need a finite value >= 0")
-    if workers == 1 or len(jobs) <= 1 or not _travels(jobs[0].policies):
-        return [run_job(job) for job in jobs]
+    parallel = workers > 1 and len(jobs) > 1 and _travels(jobs[0].policies)
     done: list[list[dict[str, Any]]] = []
-    if spawn_after_s > 0.0:
-        t0 = clock()
-        done.append(run_job(jobs[0]))
-        rest = (clock() - t0) * (len(jobs) - 1)
-        if rest <= spawn_after_s or len(jobs) == 2:
-            return done + [run_job(job) for job in jobs[1:]]
-        log.info("evaluation: %d more job(s), ~%.0f s here: %d worker processes", len(jobs) - 1,
-                 rest, min(workers, len(jobs) - 1))  # fmt: skip
-    todo = jobs[len(done) :]
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(min(workers, len(todo)), initializer=_init_worker,
-                  initargs=(list(warnings.filters),)) as pool:  # fmt: skip
-        return done + list(pool.imap(_run_in_worker, todo))  # leaving the block terminates it
+    total = sum(job.episodes for job in jobs)
+    with progress_bar(transient=True, disable=progress is None) as bar:
+        task = bar.add_task(progress or "", total=total, info="")
+
+        def here(job: EpisodeJob) -> None:
+            done.append(run_job(job))
+            bar.advance(task, job.episodes)
+
+        if not parallel:
+            for job in jobs:
+                here(job)
+            return done
+        if spawn_after_s > 0.0:
+            t0 = clock()
+            here(jobs[0])
+            rest = (clock() - t0) * (len(jobs) - 1)
+            if rest <= spawn_after_s or len(jobs) == 2:
+                for job in jobs[1:]:
+                    here(job)
+                return done
+            log.info("evaluation: %d more job(s), ~%.0f s here: %d worker processes",
+                     len(jobs) - 1, rest, min(workers, len(jobs) - 1))  # fmt: skip
+        todo = jobs[len(done) :]
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(min(workers, len(todo)), initializer=_init_worker,
+                      initargs=(list(warnings.filters),)) as pool:  # fmt: skip
+            for job, rows in zip(todo, pool.imap(_run_in_worker, todo), strict=True):
+                done.append(rows)  # leaving the block (or an error) terminates the pool
+                bar.advance(task, job.episodes)
+    return done
