@@ -113,7 +113,7 @@ class EvalSection:
     # no more than the memory budget holds (``rl_setup.eval_worker_count``); 1: in the phase itself
     workers: int | Literal["auto"] = "auto"
     # ... but only when the rest of a table would take longer than this in the phase, judged by
-    # its first episodes (a worker takes ~5-10 s to start: python, torch, the agent); 0: always
+    # its first episodes (a worker takes seconds to start: python, torch, the agent); 0: always
     spawn_after_s: float = 60.0
 
     def __post_init__(self) -> None:
