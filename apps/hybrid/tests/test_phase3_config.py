@@ -35,6 +35,8 @@ BAD = [
     ("phase3.collect.fragment_steps=0", "phase3.collect: fragment_steps must be > 0"),
     ("phase3.collect.timeout_s=0", "phase3.collect: timeout_s must be > 0"),
     ("phase3.collect.collectorz=2", "unknown config key phase3.collect.collectorz"),
+    ("phase3.guard.rule=gap", "phase3.guard.rule: Input should be 'none', 'occupied' or"),
+    ("phase3.guard.max_extensions=0", "phase3.guard: DzGuardConfig: max_extensions=0"),
 ]
 
 
@@ -80,6 +82,17 @@ def test_every_named_cost_is_accepted_and_the_default_cost_is_the_signals() -> N
     assert {"hard_braking", "emergency_braking", "teleport", "collision"} <= set(default)
 
 
+def test_the_guard_arrives_as_tj_rls_config_or_none() -> None:
+    from tj_rl.control import DzGuardConfig
+
+    cfg = load_config(overrides=["phase3.guard.rule=fewer-next",
+                                 "phase3.guard.max_extensions=2"]).config  # fmt: skip
+    assert cfg.phase3.guard.config() == DzGuardConfig(rule="fewer-next", max_extensions=2)
+    assert "by at most 2 decision interval" in cfg.phase3.guard.describe()
+    off = load_config(overrides=["phase3.guard.rule=none"]).config.phase3.guard
+    assert off.config() is None and off.describe() == "none"
+
+
 def test_dz_protected_is_a_default_baseline() -> None:
     baselines = load_config(profile="smoke").config.phase2.eval.baselines
     assert "dz-protected" in baselines and baselines == EvalSection().baselines
@@ -90,6 +103,8 @@ def test_dz_protected_is_a_default_baseline() -> None:
     ("phase3.collect.max_policy_lag=-1", "phase3.collect: max_policy_lag"),
     ("phase3.lagrange.lr=0", "phase3.lagrange: need init >= 0 and lr > 0"),
     ("phase3.collect.collectorz=2", "unknown config key phase3.collect.collectorz"),
+    ("phase3.guard.rule=gap", "phase3.guard.rule: Input should be 'none', 'occupied' or"),
+    ("phase3.guard.max_extensions=0", "phase3.guard: DzGuardConfig: max_extensions=0"),
 ])  # fmt: skip
 def test_cli_exits_2_naming_the_bad_phase3_value(override: str, message: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip

@@ -3,6 +3,7 @@ hand-made scores, and a resumed choice that scores nothing again and exports the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tj_hybrid.config import HybridConfig
-from tj_hybrid.config.phase3 import Phase3Section
+from tj_hybrid.config.phase3 import GuardSection, Phase3Section
 from tj_hybrid.phase3.select import (
+    _kept_scores,
     candidate_dir,
     choose,
     saved_candidates,
@@ -95,7 +97,7 @@ def test_a_resumed_choice_scores_nothing_again_and_exports_the_chosen_agent(tmp_
     agent is the chosen candidate's weights."""
     from safetensors.torch import load_file
 
-    cfg = HybridConfig()
+    cfg = _guarded(HybridConfig(), "none")
     pdir = PhaseDir(root=tmp_path / "phase3").create()
     phase2 = _agent(0, tmp_path / "phase2" / "agent")
     for it in (2, 4):
@@ -105,6 +107,7 @@ def test_a_resumed_choice_scores_nothing_again_and_exports_the_chosen_agent(tmp_
     (pdir.root / "limit.json").write_text(json.dumps(
         {"cost_weights": weights, "points": {"phase2": [9.0, 3.0], "max-pressure": [8.0, 4.0]}}))
     how = {"cost_weights": weights, "shield_threshold": None,
+           "guard": {"rule": "none", "max_extensions": 2},
            "route_seeds": cfg.phase2.validation.route_seeds,
            "sumo_seeds": cfg.phase2.validation.sumo_seeds}  # fmt: skip
     sums = {it: json.loads((candidate_dir(pdir, it) / "config.json").read_text())["weights_sha256"]
@@ -123,3 +126,33 @@ def test_a_resumed_choice_scores_nothing_again_and_exports_the_chosen_agent(tmp_
         {"how": how, "scores": {"2": [sums[2], 8.5, 5.0], "4": [sums[4], 8.0, 6.0]}}))
     assert select_policy(cfg, None, pdir, phase2, cost_limit=3.0).iteration == 0  # type: ignore[arg-type]
     assert (pdir.agent / "model.safetensors").read_bytes() == (phase2 / "model.safetensors").read_bytes()
+
+
+def _guarded(cfg: HybridConfig, rule: str) -> HybridConfig:
+    return dataclasses.replace(cfg, phase3=dataclasses.replace(
+        cfg.phase3, guard=GuardSection(rule=rule, max_extensions=2)))  # fmt: skip
+
+
+def test_behind_the_guard_phase_2_is_scored_behind_it_too(tmp_path: Path) -> None:
+    """With ``phase3.guard`` on, every candidate acts behind the guard, phase 2's policy included:
+    ``limit.json``'s point (phase 2 alone) is not its score; the guarded one kept in
+    ``scores.json`` is, and a guard setting changed since makes every score stale."""
+    cfg = _guarded(HybridConfig(), "occupied")
+    pdir = PhaseDir(root=tmp_path / "phase3").create()
+    phase2 = _agent(0, tmp_path / "phase2" / "agent")
+    _agent(2, candidate_dir(pdir, 2))
+    weights = {k: float(v) for k, v in cfg.phase3.cost_weights.items()}
+    (pdir.root / "limit.json").write_text(json.dumps(
+        {"cost_weights": weights, "points": {"phase2": [9.0, 3.0]}}))
+    how = {"cost_weights": weights, "shield_threshold": None,
+           "guard": {"rule": "occupied", "max_extensions": 2},
+           "route_seeds": cfg.phase2.validation.route_seeds,
+           "sumo_seeds": cfg.phase2.validation.sumo_seeds}  # fmt: skip
+    sums = [json.loads((p / "config.json").read_text())["weights_sha256"]
+            for p in (phase2, candidate_dir(pdir, 2))]  # fmt: skip
+    (pdir.root / "candidates" / "scores.json").write_text(json.dumps(
+        {"how": how, "scores": {"0": [sums[0], 9.6, 1.5], "2": [sums[1], 9.4, 1.0]}}))
+    choice = select_policy(cfg, None, pdir, phase2, cost_limit=2.0)  # type: ignore[arg-type]
+    assert choice.scores == {0: (9.6, 1.5), 2: (9.4, 1.0)} and choice.iteration == 2
+    other = {**how, "guard": {"rule": "fewer-next", "max_extensions": 2}}
+    assert _kept_scores(pdir.root / "candidates" / "scores.json", other) == {}

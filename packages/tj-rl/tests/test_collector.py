@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from tj_models import TrafficAgent, TrafficAgentConfig
-from tj_rl.control import FixedTimePolicy
+from tj_rl.control import DzGuard, DzGuardConfig, FixedTimePolicy
 from tj_rl.control.agent_policy import AgentPolicy
 from tj_rl.env import COST_NAMES, EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.env.runtime import sumo_home
@@ -417,3 +417,33 @@ def test_an_agent_that_cannot_read_the_env_is_refused_before_sumo_starts(
     few = _save_agent(tmp_path / "few", space)
     with pytest.raises(ValueError, match=r"6 actions per light.*scores 4"):
         RolloutCollector({**config, "max_phases": 6}, few)
+
+
+def test_collector_behind_the_guard_keeps_the_policys_actions(
+    arterial_sc: Scenario, tmp_path: Path
+) -> None:
+    """On the arterial (busy 60-70 km/h approaches): the env steps with what the guard returns;
+    each sample holds the action the policy drew, so a kept green shows as a step whose
+    actions differ from what ran."""
+    sc = arterial_sc.replace(end=600.0)
+    agent = _save_agent(tmp_path / "agent", _space(sc))
+
+    class _Recording(DzGuard):
+        def apply(self, obs, actions):
+            out = super().apply(obs, actions)
+            self.calls.append((dict(actions), out))
+            return out
+
+    collector = RolloutCollector({"scenario": sc, "metrics": False}, agent, seed=3,
+                                 fragment_steps=40, dz_guard=DzGuardConfig())  # fmt: skip
+    guard = _Recording(collector.guard.config)
+    guard.calls = []
+    collector.guard = guard
+    try:
+        fragment = next(collector.fragments())
+    finally:
+        collector.close()
+    drawn = [int(s["action"]) for s in fragment.samples]
+    assert drawn == [a for asked, _ in guard.calls for a in asked.values()]
+    assert any(asked != ran for asked, ran in guard.calls)
+    assert guard.extensions == sum(asked[a] != ran[a] for asked, ran in guard.calls for a in ran)

@@ -44,6 +44,8 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
     """Evaluate the agent at ``agent`` (already checked) into the folder ``out``: the held-out
     evaluation (``{set: {"markdown", "rows", "summary"}}``) and the report's path."""
     from tj_hybrid.evaluation import (
+        acting_note,
+        acting_policy,
         evaluate_policies,
         means,
         plans_note,
@@ -51,13 +53,11 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
         save_evaluation,
         write_phase_report,
     )
-    from tj_rl.control import AgentPolicy
 
     out.mkdir(parents=True, exist_ok=True)
     episodes = out / "episodes"
     setup = prepare_agent_setup(cfg, agent, episodes)
-    shield = cfg.phase3.shield_threshold
-    policy = AgentPolicy(agent, shield_threshold=shield)
+    policy = acting_policy(cfg, agent)
     log.info("eval: %s against %s on %s's held-out traffic", agent,
              ", ".join(cfg.phase2.eval.baselines), cfg.scenario.path)  # fmt: skip
     evaluation = evaluate_policies(cfg, setup, {AGENT: policy},
@@ -73,7 +73,7 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
         "traffic source": setup.source,
         "SUMO seeds": list(cfg.phase2.eval.sumo_seeds),
         "lane rows per light (agent's padding)": setup.max_lanes,
-        "learned shield": f"threshold {shield}" if shield is not None else "off",
+        "acting": acting_note(cfg),
     }
     report = write_phase_report(
         out / "report.md", title=f"Agent on {scenario_name(cfg.scenario.path)} (no training)",

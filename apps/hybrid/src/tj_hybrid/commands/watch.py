@@ -51,7 +51,7 @@ def run_watch(cfg: HybridConfig, agent: Path | None, *, routes: Path | None = No
     except ConfigError as exc:
         print(f"tj-hybrid: watch: {exc}", file=sys.stderr)
         return 2
-    from tj_rl.control import AgentPolicy
+    from tj_hybrid.evaluation import acting_policy
     from tj_rl.env import TrafficSignalCore
     from tj_rl.eval import run_episode
 
@@ -65,7 +65,7 @@ def run_watch(cfg: HybridConfig, agent: Path | None, *, routes: Path | None = No
           "close the window to stop", flush=True)  # fmt: skip
     core = TrafficSignalCore(env, scenario=scenario)
     try:
-        policy = AgentPolicy(folder, shield_threshold=cfg.phase3.shield_threshold)
+        policy = acting_policy(cfg, folder)
         row = run_episode(core, policy, 0, seed)
         end = core.sim_time
     finally:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tj_hybrid.config.sections import parse_bytes, positive
+from tj_rl.control.dz_guard import GUARD_RULES, DzGuardConfig
 from tj_rl.env import COST_NAMES
 
-__all__ = ["CollectSection", "LagrangeSection", "Phase3Section"]
+__all__ = ["CollectSection", "GuardSection", "LagrangeSection", "Phase3Section"]
 
 
 def _size(obj: object, name: str) -> None:
@@ -62,6 +63,36 @@ class CollectSection:
             _size(self, "queue")
 
 
+@dataclass(kw_only=True)
+class GuardSection:
+    """The dilemma-zone guard the phase-3 policy acts behind (``tj_rl.control.dz_guard``): in
+    phase 3's collectors (the guard is part of the env it learns in), in the choice on
+    validation, in the held-out tables, ``eval --agent`` and ``watch``. ``rule``: ``none``,
+    ``occupied`` (extend a green while the zone of the lanes losing it is occupied) or
+    ``fewer-next`` (only while fewer vehicles are predicted there one decision later);
+    ``max_extensions``: decisions in a row one green end may be put off (null: up to max green)."""
+
+    rule: Literal["none", "occupied", "fewer-next"] = "occupied"
+    max_extensions: int | None = 2
+
+    def __post_init__(self) -> None:
+        if self.rule not in ("none", *GUARD_RULES):
+            raise ValueError(f"rule: one of none, {', '.join(GUARD_RULES)}; got {self.rule!r}")
+        self.config()  # max_extensions checked by tj-rl's own config
+
+    def config(self) -> DzGuardConfig | None:
+        """tj-rl's guard config, or None when ``none``."""
+        if self.rule == "none":
+            DzGuardConfig(max_extensions=self.max_extensions)  # the bound is checked either way
+            return None
+        return DzGuardConfig(rule=self.rule, max_extensions=self.max_extensions)
+
+    def describe(self) -> str:
+        """In words, for the log and reports."""
+        cfg = self.config()
+        return "none" if cfg is None else cfg.describe()
+
+
 def _default_weights() -> dict[str, float]:
     """The default cost: what a signal's decisions cause (issue 29). ``low_ttc`` is reported, not
     weighted: it counts vehicles running up to a queue and follows delay across controllers;
@@ -101,6 +132,7 @@ class Phase3Section:
     delay_slack: float = 0.05  # auto: phase 3 may be this fraction slower than phase 2
     cost_weights: dict[str, float] = field(default_factory=_default_weights)
     shield_threshold: float | None = None  # act behind the learned shield's veto; null: off
+    guard: GuardSection = field(default_factory=GuardSection)  # dilemma-zone guard (GuardSection)
     embedding_cache: bool = True  # the frozen GNN's embeddings computed once per iteration
     cache: float | str = "256M"  # byte bound of that cache
     batch_ram: float | str = "512M"  # an iteration's batch above this spills to a tj-data store

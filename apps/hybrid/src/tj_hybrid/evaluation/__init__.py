@@ -6,6 +6,7 @@ An evaluation here is the in-process form ``{set: {"markdown", "rows", "summary"
 ``frontier``: the controllers' delay-cost frontier (phase 3's limit and trade-off picture).
 """
 
+from tj_hybrid.evaluation.acting import acting_note, acting_policy
 from tj_hybrid.evaluation.frontier import (
     Frontier,
     Point,
@@ -29,6 +30,8 @@ __all__ = [
     "EVAL_METRICS",
     "Frontier",
     "Point",
+    "acting_note",
+    "acting_policy",
     "correlation",
     "dominated_by",
     "evaluate_policies",

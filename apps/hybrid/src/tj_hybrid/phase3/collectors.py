@@ -24,10 +24,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tj_data import LiveQueue, QueueClosed
 from tj_monitor import describe_exit, stop_tree
+
+if TYPE_CHECKING:
+    from tj_rl.control.dz_guard import DzGuardConfig
 
 __all__ = ["CollectorPool", "CollectorSpec", "CollectorsStalled", "SampleStream"]
 
@@ -51,6 +54,7 @@ class CollectorSpec:
     seed: int
     cost_scale: float = 1.0
     shield_threshold: float | None = None
+    dz_guard: DzGuardConfig | None = None  # the lights act behind it (phase3.guard)
     threads: int = 1
     log_level: int = logging.WARNING
 
@@ -74,7 +78,8 @@ def collector_main(spec: CollectorSpec, index: int, incarnation: int, conn: Conn
     collector = RolloutCollector(spec.env_config, spec.agent_dir, weights=spec.weights, seed=seed,
                                  fragment_steps=spec.fragment_steps, gamma=spec.gamma,
                                  lam=spec.lam, cost_scale=spec.cost_scale,
-                                 shield_threshold=spec.shield_threshold)  # fmt: skip
+                                 shield_threshold=spec.shield_threshold,
+                                 dz_guard=spec.dz_guard)  # fmt: skip
     try:
         for fragment in collector.fragments():
             conn.send(fragment)

@@ -68,7 +68,7 @@ class Phase3:
 def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: Any,
             peak: float) -> PhaseResult:  # fmt: skip
     """The phase's report and result from ``run_phase3``'s output (rank 0 / the parent)."""
-    from tj_hybrid.evaluation import means
+    from tj_hybrid.evaluation import acting_note, means
     from tj_hybrid.phase3.report import write_phase3_report
 
     pdir = context.phase_dir
@@ -80,6 +80,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
         "cost limit": f"{summary['cost_limit']:.2f}: {out['limit']}",
         "exported": f"iteration {out['exported']} (0: phase 2's policy; phase3.select: "
                     f"{context.config.phase3.select})",
+        "acting": acting_note(context.config),
         "final lambda": f"{summary['lambda']:.4f}",
         "data-wait fraction": f"{summary['data_wait_fraction']:.1%} "
                               f"(after the first iteration: "
@@ -120,7 +121,7 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
     place: each machine plans its own collectors, rank 0 chooses and evaluates (the others wait,
     then get None)."""
     import tj_dist
-    from tj_hybrid.evaluation import evaluate_policies
+    from tj_hybrid.evaluation import acting_policy, evaluate_policies
     from tj_hybrid.handoff import load_handoff
     from tj_hybrid.phase3.limit import CostLimit, auto_cost_limit
     from tj_hybrid.phase3.plan import Phase3Plan, plan_phase3
@@ -132,6 +133,9 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
     cfg, pdir = context.config, context.phase_dir
     assert context.previous_agent is not None
     load_handoff(context.previous_agent, context.spec)  # checksum + fit, before any process
+    if cfg.phase3.guard.config() is not None:
+        log.info("phase 3: the lights act behind the dilemma-zone guard (phase3.guard), in "
+                 "training and evaluation: %s", cfg.phase3.guard.describe())  # fmt: skip
     tj_dist.apply_env_defaults(tj_dist.detect_environment())
     t0 = time.perf_counter()
     def make_plan() -> Phase3Plan:
@@ -170,9 +174,9 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
         # the exported policy: validation's choice among phase 2's and every checkpoint's
         choice = (select_policy(cfg, plan.setup, pdir, context.previous_agent, summary["cost_limit"])
                   if cfg.phase3.select == "best" else None)  # fmt: skip
-        # the phase-3 policy acts behind its learned shield when ``shield_threshold`` is set
-        policies = {"phase3": AgentPolicy(pdir.agent,
-                                          shield_threshold=cfg.phase3.shield_threshold),
+        # the phase-3 policy acts as it trained: behind the learned shield and the dilemma-zone
+        # guard when they are set (``acting_policy``); phase 2's as phase 2 left it
+        policies = {"phase3": acting_policy(cfg, pdir.agent),
                     "phase2": AgentPolicy(context.previous_agent)}  # fmt: skip
         evaluation = evaluate_policies(cfg, plan.setup, policies,
                                        cost_weights=cfg.phase3.cost_weights)  # fmt: skip

@@ -3,7 +3,9 @@
 
 The candidates are phase 2's policy (iteration 0) and the phase-3 policy at every checkpoint
 (``candidates/iter-N``, written by rank 0 as it checkpoints). Each is scored on validation traffic
-(delay and episode cost, phase 3's cost weights); ``choose`` takes the lowest delay among those
+(delay and episode cost, phase 3's cost weights), acting as phase 3 runs it (behind
+``phase3.guard`` and the learned shield when set: phase 2's policy too, so the delay slack is
+measured from phase 2 behind the guard); ``choose`` takes the lowest delay among those
 within the cost limit, else the lowest cost. Phase 2 being a candidate, phase 3 never exports a
 policy worse than phase 2's on validation in both delay and cost. The scores are kept with each
 candidate's weights checksum (``candidates/scores.json``), so ``--resume`` scores none twice;
@@ -137,14 +139,13 @@ def _phase2_point(pdir: PhaseDir, weights: Mapping[str, float]) -> Point | None:
 def _score(cfg: HybridConfig, setup: RLSetup, agents: Mapping[int, Path],
            weights: Mapping[str, float]) -> dict[int, Point]:  # fmt: skip
     """Validation (delay, cost) of each candidate, without the baselines (``limit.json`` has
-    them), each acting as phase 3's evaluation runs it (behind the shield when one is set)."""
-    from tj_hybrid.evaluation import evaluate_validation, frontier_points
-    from tj_rl.control import AgentPolicy
+    them), each acting as phase 3's evaluation runs it (``acting_policy``: behind the learned
+    shield and the dilemma-zone guard when they are set)."""
+    from tj_hybrid.evaluation import acting_policy, evaluate_validation, frontier_points
 
     alone = dataclasses.replace(cfg, phase2=dataclasses.replace(
         cfg.phase2, eval=dataclasses.replace(cfg.phase2.eval, baselines=[], margins=[])))
-    policies = {f"iter-{i}": AgentPolicy(p, shield_threshold=cfg.phase3.shield_threshold)
-                for i, p in agents.items()}  # fmt: skip
+    policies = {f"iter-{i}": acting_policy(cfg, p) for i, p in agents.items()}
     points = frontier_points(evaluate_validation(alone, setup, policies,
                                                  cost_weights=weights)["summary"])  # fmt: skip
     return {i: points.get(f"iter-{i}", (math.nan, math.nan)) for i in agents}
@@ -159,6 +160,7 @@ def select_policy(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, phase2_agen
     p3 = cfg.phase3
     weights = {k: float(v) for k, v in p3.cost_weights.items()}
     how = {"cost_weights": weights, "shield_threshold": p3.shield_threshold,
+           "guard": dataclasses.asdict(p3.guard),
            "route_seeds": list(cfg.phase2.validation.route_seeds),
            "sumo_seeds": list(cfg.phase2.validation.sumo_seeds)}  # fmt: skip
     agents = {0: phase2_agent, **saved_candidates(pdir)}
@@ -166,7 +168,8 @@ def select_policy(cfg: HybridConfig, setup: RLSetup, pdir: PhaseDir, phase2_agen
     store = pdir.root / "candidates" / "scores.json"
     kept = _kept_scores(store, how)
     scores = {i: kept[str(i)][1] for i in agents if kept.get(str(i), ("",))[0] == sums[i]}
-    point = _phase2_point(pdir, weights) if p3.shield_threshold is None else None
+    alone = p3.shield_threshold is None and p3.guard.config() is None  # as limit.py scored it
+    point = _phase2_point(pdir, weights) if alone else None
     if 0 not in scores and point is not None:  # limit.py scored it the same way
         scores[0] = point
     missing = {i: p for i, p in agents.items() if i not in scores}

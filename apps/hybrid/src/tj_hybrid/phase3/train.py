@@ -181,7 +181,8 @@ def train_rank(job: Phase3Job) -> dict[str, Any] | None:
                          weights=str(_weights(job)), fragment_steps=p3.collect.fragment_steps,
                          gamma=p3.gamma, lam=p3.gae_lambda, seed=cfg.run.seed * 100 + rank,
                          cost_scale=p3.cost_scale,
-                         shield_threshold=p3.shield_threshold)  # fmt: skip
+                         shield_threshold=p3.shield_threshold,
+                         dz_guard=p3.guard.config())  # fmt: skip
     pool = CollectorPool(spec, job.collectors_per_rank, queue, name=f"rank{rank}")
     cache = EmbeddingCache(byte_bound(p3.cache, job.budget, default=0), enabled=p3.embedding_cache)
     CacheShrinker(cfg.monitor.to_config()).attach(cache)

@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "make_policy",
         ],
         "advanced_mp": ["AdvancedMaxPressurePolicy"],
+        "dz_guard": ["GUARD_RULES", "DzGuard", "DzGuardConfig", "GuardedPolicy", "zone_count"],
         "dz_protect": ["DilemmaProtectedPolicy"],
         "lookahead": ["LookaheadPolicy"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],

@@ -24,6 +24,7 @@ import torch
 
 from tj_models import TrafficAgent
 from tj_rl.control.actor import Actor, ActorOutput
+from tj_rl.control.dz_guard import DzGuard, DzGuardConfig
 from tj_rl.control.fit import check_agent_env
 from tj_rl.control.unpad import OBSERVATION_KEYS
 from tj_rl.env.core import TrafficSignalCore
@@ -73,7 +74,10 @@ class RolloutCollector:
     the agent to act with (its GNN stays as loaded); ``weights``: a ``publish_weights`` file that
     overrides its controller and shield once it exists. ``shield_threshold``: act behind the
     learned shield's veto (None: the env's rule mask only). ``seed`` seeds SUMO, the route order
-    and the action draws. ``cost_scale`` multiplies the per-step cost the critics learn (the
+    and the action draws. ``dz_guard``: the lights act behind a dilemma-zone guard
+    (``tj_rl.control.dz_guard``): the env runs the guarded greens while the samples keep the
+    policy's own action and its log-probability, so the guard is part of the env the policy
+    learns in (on-policy, as any shield). ``cost_scale`` multiplies the per-step cost the critics learn (the
     samples' ``cost``, its advantages and returns; episode summaries keep the env's units).
     Options and the agent's fit to the env's spaces are checked here, before SUMO starts.
     """
@@ -81,7 +85,8 @@ class RolloutCollector:
     def __init__(self, env_config: Mapping[str, Any], agent_dir: str | Path, *,
                  weights: str | Path | None = None, seed: int = 0, fragment_steps: int = 64,
                  gamma: float = 0.99, lam: float = 0.95, cost_scale: float = 1.0,
-                 shield_threshold: float | None = None) -> None:  # fmt: skip
+                 shield_threshold: float | None = None,
+                 dz_guard: DzGuardConfig | None = None) -> None:  # fmt: skip
         if fragment_steps < 1:
             raise ValueError(f"fragment_steps={fragment_steps}: expected >= 1")
         if not cost_scale > 0:
@@ -97,6 +102,7 @@ class RolloutCollector:
         self.seed, self.fragment_steps, self.gamma, self.lam = seed, fragment_steps, gamma, lam
         self.shield_threshold, self.cost_scale = shield_threshold, float(cost_scale)
         self.generator = torch.Generator().manual_seed(int(seed))
+        self.guard = DzGuard(dz_guard) if dz_guard is not None else None
         self._episodes = 0
 
     # ------------------------------------------------------------------ weights
@@ -142,6 +148,8 @@ class RolloutCollector:
         self._episodes += 1
         # SUMO takes a 32-bit seed: one per (collector seed, episode)
         obs, _ = self.env.reset(seed=(int(self.seed) * 100_003 + self._episodes) % (2**31 - 1))
+        if self.guard is not None:
+            self.guard.reset(self.env)
         return obs
 
     def fragments(self) -> Iterator[Fragment]:
@@ -156,8 +164,10 @@ class RolloutCollector:
             agents = list(obs)
             chosen = Actor.chosen(out, sample=True, generator=self.generator)
             action, logp = chosen.action.numpy(), chosen.logp.numpy()
-            nobs, rewards, terminated, truncated, infos = self.env.step(
-                dict(zip(agents, action.tolist(), strict=True)))
+            acting = dict(zip(agents, action.tolist(), strict=True))
+            if self.guard is not None:  # the env runs the guarded greens; samples keep the policy's
+                acting = self.guard.apply(obs, acting)
+            nobs, rewards, terminated, truncated, infos = self.env.step(acting)
             reward = np.array([rewards[a] for a in agents], np.float32)
             cost = np.array([infos[a]["cost"] for a in agents], np.float32)
             ep.add(reward, cost, np.sum([infos[a]["costs"] for a in agents], axis=0))
