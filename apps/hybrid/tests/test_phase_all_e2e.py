@@ -119,7 +119,13 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     selection = json.loads((pdir / "candidates" / "selection.json").read_text())
     assert set(selection["scores"]) == {"0", "1", "2", "3"}  # 0: phase 2's policy
     assert selection["cost_limit"] == limit["value"]
-    assert selection["scores"]["0"] == limit["points"]["phase2"]  # reused, not simulated again
+    # every candidate acts behind the default dilemma-zone guard, phase 2's policy too: scored
+    # behind it, not taken from limit.json (phase 2 alone; reuse: test_phase3_select.py)
+    kept = json.loads((pdir / "candidates" / "scores.json").read_text())
+    assert kept["how"]["guard"] == {"rule": "occupied", "max_extensions": 2}
+    assert set(kept["scores"]) == {"0", "1", "2", "3"}
+    assert "acting: learned shield off; dilemma-zone guard: a green it would end is extended" in (
+        pdir / "report.md").read_text()
     chosen = pdir / "candidates" / f"iter-{selection['chosen']:05d}" / "model.safetensors"
     exported = load_file(str(chosen)) if selection["chosen"] else p2
     last = load_file(str(pdir / "candidates" / "iter-00003" / "model.safetensors"))

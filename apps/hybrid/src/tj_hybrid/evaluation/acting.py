@@ -25,4 +25,4 @@ def acting_note(cfg: HybridConfig) -> str:
     """The learned shield and the guard in a line (reports' facts)."""
     shield = cfg.phase3.shield_threshold
     return (f"learned shield {'threshold ' + str(shield) if shield is not None else 'off'}; "
-            f"dilemma-zone guard {cfg.phase3.guard.describe()}")
+            f"dilemma-zone guard: {cfg.phase3.guard.describe()}")
