@@ -4,6 +4,7 @@ what ignores it, every process reaped through its owner's handle, nothing waited
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import time
@@ -82,6 +83,35 @@ def test_stop_processes_without_a_signal_waits_then_kills() -> None:
     assert sorted(stopped.killed) == sorted([by_psutil.pid, by_pid.pid]) and not stopped.left
     assert not psutil.pid_exists(by_psutil.pid) and not psutil.pid_exists(by_pid.pid)
     assert stop_processes([], 1.0) == Stopped((), ())
+
+
+def test_a_child_that_dies_between_two_looks_is_reaped_not_left_a_zombie() -> None:
+    """The race a loaded machine hits: the first ``wait(timeout=0)`` finds our child still running,
+    then it dies, and the status read sees a zombie. It is ours, so it is reaped there (a zombie
+    of another parent is left to it). The first look is made to miss by a handle whose first wait
+    times out, as it does when the SIGKILL lands a moment late."""
+    import signal
+
+    from tj_monitor.processes import _Handle
+
+    class _LateFirstWait(psutil.Process):
+        missed = False
+
+        def wait(self, timeout=None):
+            if not self.missed:
+                self.missed = True
+                raise psutil.TimeoutExpired(timeout or 0, self.pid)
+            return super().wait(timeout)
+
+    child = _python(SLEEPER)
+    os.kill(child.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:  # dead, not reaped yet
+        assert time.monotonic() < deadline, "the killed child never became a zombie"
+        time.sleep(0.01)
+    handle = _Handle(_LateFirstWait(child.pid))
+    assert handle.alive() is False
+    assert not psutil.pid_exists(child.pid)
 
 
 def test_processes_naming_and_with_descendants(tmp_path: Path) -> None:

@@ -75,9 +75,15 @@ class _Handle:
         except (psutil.NoSuchProcess, ChildProcessError):
             return False
         try:
-            return h.status() != psutil.STATUS_ZOMBIE  # someone else's zombie: its parent reaps
+            if h.status() != psutil.STATUS_ZOMBIE:
+                return True
         except psutil.Error:
             return False
+        # a zombie: someone else's (its parent reaps), or our child that died between the wait
+        # above and the status read (SIGKILL lands a moment late on a loaded machine): reap it
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            h.wait(timeout=0)
+        return False
 
     def send(self, sig: int) -> bool:
         """``sig`` to the process if it still runs; False when it could not be sent."""
