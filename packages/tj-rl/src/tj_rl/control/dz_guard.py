@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from tj_rl.env.dilemma import in_dilemma_zone
+from tj_rl.env.dilemma import count_in_zone
 
 if TYPE_CHECKING:
     from tj_rl.env.core import TrafficSignalCore
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["GUARD_RULES", "DzGuard", "DzGuardConfig", "GuardedPolicy", "zone_count"]
 
 GUARD_RULES = ("occupied", "fewer-next")
-_SPEED, _DIST = 2, 6  # NODE_FEATURES columns
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,16 +63,9 @@ def zone_count(obs: Mapping[str, np.ndarray], lanes: np.ndarray, *, zone: tuple[
                min_speed: float, ahead_s: float = 0.0) -> int:  # fmt: skip
     """Vehicles of one light's observation on ``lanes`` (bool per movement) in the dilemma zone
     ``ahead_s`` seconds from now, each at its present speed (0: now, exactly the cost's count)."""
-    mov = obs["movement"]
-    on = obs["node_mask"].astype(bool) & (mov >= 0) & (mov < len(lanes))
-    on[on] = lanes[mov[on]]
-    if not on.any():
-        return 0
-    nodes = obs["nodes"][on]
-    speed = nodes[:, _SPEED].astype(np.float64)
-    dist = nodes[:, _DIST].astype(np.float64) - speed * ahead_s
-    inside = in_dilemma_zone(speed, dist, zone=zone, min_speed=min_speed) & (dist >= 0)
-    return int(inside.sum())
+    real = obs["node_mask"].astype(bool)
+    return count_in_zone(obs["nodes"][real], obs["movement"][real], lanes, zone=zone,
+                         min_speed=min_speed, ahead_s=ahead_s)  # fmt: skip
 
 
 class DzGuard:

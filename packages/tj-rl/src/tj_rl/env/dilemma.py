@@ -19,7 +19,7 @@ import numpy as np
 from tj_rl.env.graphs import PaddedGraphs
 from tj_rl.env.topology import LightTopology
 
-__all__ = ["DilemmaZone", "in_dilemma_zone", "losing_lanes"]
+__all__ = ["DilemmaZone", "count_in_zone", "in_dilemma_zone", "losing_lanes"]
 
 _SPEED, _DIST = 2, 6  # NODE_FEATURES columns
 
@@ -42,6 +42,20 @@ def in_dilemma_zone(
     fast = speed > max(min_speed, 1e-6)
     travel = np.divide(dist, speed, out=np.full(speed.shape, np.inf, np.float64), where=fast)
     return fast & (travel >= zone[0]) & (travel <= zone[1])
+
+
+def count_in_zone(nodes: np.ndarray, movement: np.ndarray, lanes: np.ndarray, *,
+                  zone: tuple[float, float], min_speed: float, ahead_s: float = 0.0) -> int:  # fmt: skip
+    """Vehicles (rows of ``nodes`` with their ``movement``) on ``lanes`` (bool per movement) in the
+    zone ``ahead_s`` seconds from now, each at its present speed (0: now, the cost's count)."""
+    on = (movement >= 0) & (movement < len(lanes))
+    on[on] = lanes[movement[on]]
+    if not on.any():
+        return 0
+    speed = nodes[on, _SPEED].astype(np.float64)
+    dist = nodes[on, _DIST].astype(np.float64) - speed * ahead_s
+    inside = in_dilemma_zone(speed, dist, zone=zone, min_speed=min_speed) & (dist >= 0)
+    return int(inside.sum())
 
 
 class DilemmaZone:
@@ -69,20 +83,8 @@ class DilemmaZone:
     def count(self, batch: PaddedGraphs, k: int, i: int, j: int) -> int:
         """Vehicles of light ``k`` in the zone on the lanes that lose green from ``i`` to ``j``."""
         n = batch.num_nodes[k]
-        lanes = self.lanes(k, i, j)
-        mov = batch.movement[k, :n]
-        on = mov < len(lanes)
-        on[on] = lanes[mov[on]]
-        if not on.any():
-            return 0
-        nodes = batch.nodes[k, :n]
-        zone = in_dilemma_zone(
-            nodes[on, _SPEED].astype(np.float64),
-            nodes[on, _DIST].astype(np.float64),
-            zone=self.zone,
-            min_speed=self.min_speed,
-        )
-        return int(zone.sum())
+        return count_in_zone(batch.nodes[k, :n], batch.movement[k, :n], self.lanes(k, i, j),
+                             zone=self.zone, min_speed=self.min_speed)  # fmt: skip
 
     def green_ends(
         self, batch: PaddedGraphs, before: Sequence[int], after: Sequence[int]
