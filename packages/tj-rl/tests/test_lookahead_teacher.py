@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tj_rl.control import LookaheadPolicy, make_policy
+from tj_rl.control import LookaheadPolicy, lookahead_unsupported, make_policy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.eval import evaluate
 
@@ -87,7 +87,7 @@ def test_no_look_ahead_at_the_last_decision(default_sc: Scenario) -> None:
 def test_refuses_traci_and_bad_settings(default_sc: Scenario) -> None:
     env = TrafficSignalCore(EnvConfig(metrics=False, backend="traci"), scenario=default_sc)
     try:
-        with pytest.raises(ValueError, match="libsumo"):
+        with pytest.raises(ValueError, match=r"libsumo.*but backend=traci"):
             make_policy("lookahead").reset(env)
     finally:
         env.close()
@@ -99,3 +99,9 @@ def test_refuses_traci_and_bad_settings(default_sc: Scenario) -> None:
         LookaheadPolicy(workers=0)
     with pytest.raises(ValueError, match="sees"):
         LookaheadPolicy(sees="future")
+
+
+def test_unsupported_names_the_reason() -> None:
+    # the one check the policy and the app's preflight share (this suite runs on Linux)
+    assert lookahead_unsupported("libsumo") is None
+    assert lookahead_unsupported("traci") == "backend=traci"

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tj_rl.env import EnvConfig, Scenario, ScenarioError, SyntheticSpec, build_scenario
+from tj_rl.env import (
+    EnvConfig,
+    Scenario,
+    ScenarioError,
+    SyntheticSpec,
+    build_scenario,
+    sumocfg_stem,
+)
 from tj_rl.env.runtime import sumo_home
 from tj_rl.env.topology import read_topology
 from tj_rl.rllib import TrafficSignalEnv
@@ -180,6 +187,14 @@ def test_sumo_refusal_includes_stderr(tmp_path: Path, default_sc: Scenario) -> N
         with pytest.raises(SumoStartError, match="no_such_edge"):
             env.reset()
         env.close()
+
+
+@pytest.mark.parametrize(("name", "stem"), [
+    ("city.sumocfg", "city"), ("run.sumo.cfg", "run"), ("old.cfg", "old"),
+    ("a.b.sumocfg", "a.b"), ("notes.txt", "notes.txt"),
+])
+def test_sumocfg_stem(name: str, stem: str) -> None:
+    assert sumocfg_stem(Path("some/folder") / name) == stem
 
 
 def test_sumocfg_option_synonyms(tmp_path: Path, default_sc: Scenario) -> None:

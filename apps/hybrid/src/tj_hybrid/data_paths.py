@@ -27,7 +27,9 @@ __all__ = ["data_root", "phase1_data_dir", "scenario_data_dir", "scenario_key", 
 def scenario_name(path: Path) -> str:
     """The .sumocfg's file name without ``.sumocfg``/``.sumo.cfg``/``.cfg``, in the characters a
     folder name takes here (``[A-Za-z0-9._-]``); read from the name alone, nothing parsed."""
-    name = re.sub(r"(\.sumo)?\.(sumo)?cfg$", "", Path(path).name)
+    from tj_rl.env import sumocfg_stem
+
+    name = sumocfg_stem(path)
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name) or "scenario"
 
 

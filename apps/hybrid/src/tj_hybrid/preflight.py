@@ -108,10 +108,11 @@ def check_lookahead(config: HybridConfig) -> None:
     im = config.phase2.imitation
     if not (im.enabled and im.lookahead_s > 0):
         return
-    backend = config.scenario.env.backend
-    linux = os.path.isdir("/proc/self/fd")
-    if backend != "libsumo" or not linux:
-        why = f"scenario.env.backend={backend}" if backend != "libsumo" else "this is not Linux"
+    from tj_rl.control import lookahead_unsupported
+
+    why = lookahead_unsupported(config.scenario.env.backend)
+    if why is not None:
+        why = why.replace("backend=", "scenario.env.backend=")
         raise ConfigError(
             f"phase2.imitation.lookahead_s={im.lookahead_s:g}: the look-ahead teacher forks the "
             f"process running SUMO, so it needs scenario.env.backend=libsumo on Linux (WSL2 "

@@ -26,7 +26,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "advanced_mp": ["AdvancedMaxPressurePolicy"],
         "dz_guard": ["GUARD_RULES", "DzGuard", "DzGuardConfig", "GuardedPolicy", "zone_count"],
         "dz_protect": ["DilemmaProtectedPolicy"],
-        "lookahead": ["LookaheadPolicy"],
+        "lookahead": ["LookaheadPolicy", "lookahead_unsupported"],
         "programs": ["ScenarioProgramPolicy", "SumoActuatedPolicy"],
         "actuated_net": ["ActuatedSpec", "actuated_net", "rebuilt_plans", "tls_types"],
         "actor": ["MASK_FILL", "Actor", "ActorOutput", "choose"],

@@ -34,9 +34,19 @@ import numpy as np
 
 from tj_rl.env.core import TrafficSignalCore
 
-__all__ = ["LookaheadPolicy"]
+__all__ = ["LookaheadPolicy", "lookahead_unsupported"]
 
 _TIE = 1e-9
+
+
+def lookahead_unsupported(backend: str) -> str | None:
+    """Why the look-ahead cannot run with ``backend`` here, in words, or None when it can: it
+    forks the process running SUMO (libsumo only) and reads /proc (Linux, WSL2 included)."""
+    if backend != "libsumo":
+        return f"backend={backend}"
+    if not os.path.isdir("/proc/self/fd"):
+        return "this is not Linux"
+    return None
 
 
 def _silence_file_outputs() -> None:
@@ -92,9 +102,10 @@ class LookaheadPolicy:
         self._pending: dict[int, int] = {}  # running copies: pid -> the read end of its pipe
 
     def reset(self, env: TrafficSignalCore) -> None:
-        if env.config.backend != "libsumo" or not os.path.isdir("/proc/self/fd"):
+        why = lookahead_unsupported(env.config.backend)
+        if why is not None:
             raise ValueError("lookahead: needs the libsumo backend on Linux (it forks the process "
-                             f"running SUMO and reads /proc); backend={env.config.backend!r}")  # fmt: skip
+                             f"running SUMO and reads /proc), but {why}")  # fmt: skip
         self.base.reset(env)
         self.env, self.copies, self.changed, self.last_values = env, 0, 0, {}
 

@@ -26,7 +26,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "observation": ["LANE_FEATURES"],
         "rewards": ["REWARDS"],
         "runtime": ["SUMO_VERSION"],
-        "scenario": ["Scenario", "TimeWindow", "parse_time"],
+        "scenario": ["Scenario", "TimeWindow", "parse_time", "sumocfg_stem"],
         "shield": ["PhaseProgram", "RuleShield", "derive_program"],
     },
 )

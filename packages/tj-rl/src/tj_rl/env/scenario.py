@@ -26,10 +26,16 @@ from sumolib.miscutils import humanReadableTime, parseTime
 
 from tj_rl.env.errors import ScenarioError
 
-__all__ = ["Scenario", "TimeWindow", "check_xml", "clock", "open_xml", "parse_time"]
+__all__ = ["Scenario", "TimeWindow", "check_xml", "clock", "open_xml", "parse_time", "sumocfg_stem"]
 
 _EPS = 1e-6
 TimeValue = float | int | str
+
+
+def sumocfg_stem(path: str | Path) -> str:
+    """A .sumocfg's file name without ``.sumocfg`` / ``.sumo.cfg`` / ``.cfg``: the scenario's
+    name (``Scenario.from_sumocfg``'s, and the app's folder keys), read from the name alone."""
+    return re.sub(r"(\.sumo)?\.(sumo)?cfg$", "", Path(path).name)
 
 
 def parse_time(value: TimeValue, *, what: str = "time") -> float:
@@ -237,7 +243,7 @@ class Scenario:
             "route_files": _split_files(values.get("route-files", ""), base),
             "additional_files": _split_files(values.get("additional-files", ""), base),
             "sumocfg": path,
-            "name": re.sub(r"(\.sumo)?\.(sumo)?cfg$", "", path.name),
+            "name": sumocfg_stem(path),
         }
         for option, key in (("begin", "begin"), ("end", "end"), ("step-length", "step_length")):
             if option in values:
