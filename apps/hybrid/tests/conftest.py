@@ -123,6 +123,7 @@ def tiny_phase3() -> list[str]:
 def _refused(tmp_path: Path, *overrides: str) -> str:
     runs = tmp_path / "runs"
     out = run_app("--profile", "smoke", "--set", f"run.root={runs}", "--set", "run.name=t",
+                  "--set", f"run.data_root={tmp_path / 'data'}",
                   *(a for o in overrides for a in ("--set", o)), timeout=120)  # fmt: skip
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("tj-hybrid:")]

@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 
 from tj_hybrid.config import load_config
-from tj_hybrid.traffic import build_traffic, demand_source, episode_windows, split_windows
+from tj_hybrid.data_paths import scenario_data_dir
+from tj_hybrid.preflight import check_demand
+from tj_hybrid.traffic import (
+    build_traffic,
+    demand_source,
+    episode_windows,
+    scenario_span,
+    split_windows,
+)
 from tj_rl.env import Scenario, ScenarioError
+from tj_rl.traffic import ORIGINAL, VariationPool
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT = REPO / "configs/scenarios/default/default.sumocfg"  # 0-1800 s, randomTrips demand
@@ -85,3 +94,23 @@ def test_cli_refuses_bad_demand_in_one_line(refused: Callable[..., str], no_vehi
     line = refused(f"scenario.path={no_vehicles}")
     assert line.startswith("tj-hybrid: phase2.demand: Scenario default: its demand does not "
                            "route on its net: Error:") and "nowhere" in line  # fmt: skip
+    assert not (tmp_path / "data").exists()  # the check's cache folders went with the refusal
+
+
+def test_the_demand_is_routed_once(tmp_path: Path) -> None:
+    # --phase all checks at each phase's preflight; the pool's cached file makes later checks free
+    from tj_hybrid import preflight
+
+    cfg = _config(f"run.data_root={tmp_path}", "phase2.demand.train_seeds=1",
+                  "phase2.demand.scales=[1.0]", "phase2.demand.heldout_seeds=[9]")  # fmt: skip
+    span = scenario_span(cfg)
+    own = VariationPool(span, scenario_data_dir(cfg) / "demand", seeds=(1,)).path_for(ORIGINAL)
+    preflight._ROUTED.discard(own)
+    check_demand(cfg)
+    assert own in preflight._ROUTED and not own.exists()  # a preflight writes nothing
+    preflight._ROUTED.discard(own)
+    build_traffic(cfg, span, episode_windows(span, 900.0, None), scenario_data_dir(cfg),
+                  "scenario")  # fmt: skip
+    assert own.is_file()
+    check_demand(cfg)  # the pool holds it: not routed again
+    assert own not in preflight._ROUTED

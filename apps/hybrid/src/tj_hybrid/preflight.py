@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tj_hybrid.config import ConfigError, HybridConfig
+from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.phases import PhaseSpec
 from tj_hybrid.run_dir import RunDir
 from tj_hybrid.traffic import demand_source, episode_windows, scenario_span
@@ -69,20 +70,31 @@ def check_scenario(config: HybridConfig) -> None:
     check_demand(config)
 
 
+_ROUTED: set[Path] = set()  # own-demand files whose routing this process already checked
+
+
 def check_demand(config: HybridConfig) -> None:
     """The training demand can be made: ``phase2.demand.source`` resolves, and the scenario's
     own demand routes on its net (duarouter, into a temporary folder: a route over an edge the
-    net lacks is one line here, not a traceback in phase 2)."""
+    net lacks is one line here, not a traceback in phase 2). Routed once: not again when the
+    demand pool already holds the file (its name digests the net, route and additional files),
+    nor at the next phase's preflight in the same process. A refused run writes nothing."""
     import tempfile
 
     from tj_rl.env import ScenarioError
-    from tj_rl.traffic import ORIGINAL, write_variation
+    from tj_rl.traffic import ORIGINAL, VariationPool, is_complete, write_variation
 
     try:
         span = scenario_span(config)
-        if demand_source(config, span) == "scenario":
-            with tempfile.TemporaryDirectory(prefix="tj-demand-check-") as tmp:
-                write_variation(span, ORIGINAL, Path(tmp) / "own.rou.xml")
+        if demand_source(config, span) != "scenario":
+            return
+        pool = VariationPool(span, scenario_data_dir(config) / "demand", seeds=(1,))
+        own = pool.path_for(ORIGINAL)
+        if own in _ROUTED or is_complete(own):
+            return
+        with tempfile.TemporaryDirectory(prefix="tj-demand-check-") as tmp:
+            write_variation(span, ORIGINAL, Path(tmp) / "own.rou.xml")
+        _ROUTED.add(own)
     except ScenarioError as exc:
         raise ConfigError(f"phase2.demand: {exc}") from None
 
