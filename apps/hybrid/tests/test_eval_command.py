@@ -85,6 +85,8 @@ def test_eval_puts_the_agent_against_the_baselines_in_its_own_folder(
     for table in (out.stdout, (folder / "report.md").read_text()):
         rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")]
         assert rows.count("agent") == 2 and rows.count("max-pressure") == 2  # normal and heavy
+    for text in (out.stdout, (folder / "report.md").read_text()):
+        assert "- held-out: agent " in text and "against the best baseline, max-pressure" in text
     assert f"report: {folder / 'report.md'}" in out.stdout
 
 

@@ -68,6 +68,7 @@ def test_phase_all_then_resume_repeats_nothing(
     report = (pdir / "report.md").read_text()
     assert "Held-out traffic" in report and "| phase2 |" in report and "| clone |" in report
     assert "- teacher: `" in report and "best at iteration" in report
+    assert "- held-out: phase2 " in report and "- ~30% heavier: clone " in report  # the verdict
     assert "| sumo-actuated |" in report and "| scenario-program |" in report
     assert "- `sumo-actuated`: SUMO's gap-based actuated control" in report  # how it was built
     assert "Time windows: [300, 600) s (00:05:00-00:10:00)." in report
@@ -146,6 +147,8 @@ def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:
     assert "validation (avg delay, episode cost) per candidate" in (pdir / "report.md").read_text()
     report = (run_dir / "report.md").read_text()
     assert "| phase3 |" in report and "| phase2 |" in report and "| fixed-time |" in report
+    assert "## The trained policy against the best baseline" in report
+    assert "- held-out: phase3 " in report and "- ~30% heavier: phase3 " in report
     assert (run_dir / "memory.png").stat().st_size > 0
     result = json.loads((pdir / "result.json").read_text())
     assert result["metrics"]["wall_s"] > 0 and 0 <= result["metrics"]["data_wait_fraction"] <= 1

@@ -1,7 +1,8 @@
 """The run's final report, ``runs/<run>/report.md``: every phase in one page.
 
 Written by the runner after every phase, from the run's own files: each phase's ``result.json`` (headline, wall
-time, data wait, memory before and after), phase 3's held-out evaluation (fixed-time,
+time, data wait, memory before and after), the last trained policy against the best baseline
+(``tj_hybrid.evaluation.verdict``), phase 3's held-out evaluation (fixed-time,
 max-pressure, greedy, max-occupancy, advanced-mp, the phase-2 and the phase-3 policy side by side), the
 constraint and the learning curves (the phases' PNGs), and one memory curve across all phases
 (``tj_monitor.plot_memory_stages``) with the budget and the monitor's warn/cleanup lines.
@@ -50,6 +51,21 @@ def _table(held_out: HeldOutSet) -> list[str]:
     return lines
 
 
+def _verdict(run_dir: RunDir) -> list[str]:
+    """The run's last trained policy (phase 3's, else phase 2's) against the best baseline on
+    each held-out set: the section a user reads first."""
+    from tj_hybrid.evaluation import verdict_lines
+
+    for phase, policy in (("3", "phase3"), ("2", "phase2")):
+        if phase_dir(run_dir, phase).eval.is_file():
+            ev = read_evaluation(run_dir, phase)
+            found = verdict_lines({"held_out": {"rows": ev.held_out.rows},
+                                   "held_out_heavy": {"rows": ev.held_out_heavy.rows}}, (policy,))  # fmt: skip
+            if found:
+                return ["", "## The trained policy against the best baseline", "", *found]
+    return []
+
+
 def _wait(name: str, result: PhaseResult) -> str:
     m = result.metrics
     if "data_wait_fraction" in m and isinstance(m["data_wait_fraction"], (int, float)):
@@ -88,6 +104,7 @@ def write_run_report(run_dir: RunDir) -> Path:
             f"| {name} | {r.headline} | {f'{wall / 60:.1f}' if wall else '-'} | "
             f"{_wait(name, r)} | {_mib(m.get('peak_tree_pss'))} | "
             f"{_mib(m.get('tree_uss_before'))} -> {_mib(m.get('tree_uss_after'))} |")  # fmt: skip
+    lines += _verdict(run_dir)
     if phase_dir(run_dir, "3").eval.is_file():
         evaluation = read_evaluation(run_dir, "3")
         for title, held_out in (("Held-out traffic (route seeds never trained on)",

@@ -36,6 +36,9 @@ def run_eval(cfg: HybridConfig, agent: Path | None) -> int:
     for label, title in (("held_out", "Held-out traffic"),
                          ("held_out_heavy", "Held-out traffic, ~30% heavier")):  # fmt: skip
         print(f"\n## {title}\n\n{evaluation[label]['markdown']}")
+    from tj_hybrid.evaluation import verdict_lines
+
+    print("", *verdict_lines(evaluation, (AGENT,)), sep="\n")
     print(f"\nreport: {report}")
     return 0
 
@@ -51,6 +54,7 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
         plans_note,
         plot_heldout,
         save_evaluation,
+        verdict_lines,
         write_phase_report,
     )
 
@@ -78,7 +82,8 @@ def evaluate_agent(cfg: HybridConfig, agent: Path, out: Path) -> tuple[dict[str,
     report = write_phase_report(
         out / "report.md", title=f"Agent on {scenario_name(cfg.scenario.path)} (no training)",
         facts=facts, evaluation=evaluation,
-        lead=[f"Average delay (s), best first: {ranked}.",
+        lead=[f"Average delay (s), best first: {ranked}.", "", *verdict_lines(evaluation, (AGENT,)),
+              "",
               *plans_note(cfg.scenario.plans, delay, (AGENT,))], pictures=[picture.name],
     )  # fmt: skip
     if episodes.is_dir() and not any(episodes.iterdir()):

@@ -3,7 +3,8 @@ held-out traffic (one protocol for every caller), the phase report around it, th
 
 An evaluation here is the in-process form ``{set: {"markdown", "rows", "summary"}}`` that
 ``save_evaluation`` writes to a phase's ``eval.json``; ``tj_hybrid.results`` reads it back typed.
-``frontier``: the controllers' delay-cost frontier (phase 3's limit and trade-off picture).
+``frontier``: the controllers' delay-cost frontier (phase 3's limit and trade-off picture);
+``verdict``: a trained policy against the best baseline, the line every report leads with.
 """
 
 from tj_hybrid.evaluation.acting import acting_note, acting_policy
@@ -25,11 +26,14 @@ from tj_hybrid.evaluation.heldout import (
 )
 from tj_hybrid.evaluation.phase_report import means, plans_note, write_phase_report
 from tj_hybrid.evaluation.plots import plot_heldout, plot_learning, series
+from tj_hybrid.evaluation.verdict import TRAINED, Verdict, verdict, verdict_lines
 
 __all__ = [
     "EVAL_METRICS",
+    "TRAINED",
     "Frontier",
     "Point",
+    "Verdict",
     "acting_note",
     "acting_policy",
     "correlation",
@@ -45,6 +49,8 @@ __all__ = [
     "plot_learning",
     "save_evaluation",
     "series",
+    "verdict",
+    "verdict_lines",
     "weighted_cost",
     "write_phase_report",
 ]

@@ -10,10 +10,10 @@ from typing import Any
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.evaluation import (
     evaluate_policies,
-    means,
     plot_heldout,
     plot_learning,
     save_evaluation,
+    verdict_lines,
     write_phase_report,
 )
 from tj_hybrid.results import read_metrics_log
@@ -61,12 +61,10 @@ def write_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[str, An
                              PHASE2_PANELS, xlabel="PPO iteration")  # fmt: skip
     plots = [*([learning.name] if learning else []), *plots]
     heldout = plot_heldout(evaluation, pdir.root / "heldout.png", highlight={"phase2": "tab:green"})
-    delay = means(evaluation["held_out"]["summary"], "avg_delay")
-    best = min((p for p in delay if p not in ("phase2", "clone")), key=delay.__getitem__,
-               default=None)  # fmt: skip
     lead = [
-        f"Average delay: phase-2 policy {delay.get('phase2', float('nan')):.2f} s"
-        + (f", best baseline {best} {delay[best]:.2f} s." if best else "."),
+        "Against the best baseline (average delay; each set's own best):",
+        "",
+        *verdict_lines(evaluation, ("phase2", "clone")),
         "",
         *(lines or []),
         *([""] if lines else []),

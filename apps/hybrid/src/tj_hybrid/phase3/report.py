@@ -21,6 +21,7 @@ from tj_hybrid.evaluation import (
     plot_learning,
     save_evaluation,
     series,
+    verdict_lines,
     write_phase_report,
 )
 from tj_hybrid.phase3.select import Choice, candidate_name
@@ -173,7 +174,8 @@ def write_phase3_report(pdir: PhaseDir, evaluation: dict[str, Any], facts: dict[
     nan = float("nan")
     lead = [f"Phase-3 policy: avg delay {delay.get('phase3', nan):.2f} s, episode cost "
             f"{cost.get('phase3', nan):.1f}; phase-2 policy: {delay.get('phase2', nan):.2f} s, "
-            f"{cost.get('phase2', nan):.1f}.", "", *lines, *frontier_lines(evaluation)]  # fmt: skip
+            f"{cost.get('phase2', nan):.1f}.", "", *verdict_lines(evaluation, ("phase3", "phase2")),
+            "", *lines, *frontier_lines(evaluation)]  # fmt: skip
     return write_phase_report(
         pdir.report,
         title="Phase 3: PPO-Lagrangian under a safety-cost limit (DDP on streamed rollouts)",
