@@ -14,7 +14,7 @@ __all__ = ["NAMES", "load_suite"]
 
 NAMES = (
     "data", "loader", "quant", "cache", "env", "models", "dist", "monitor",
-    "phase1", "phase2", "phase3", "multinode",
+    "phase1", "phase2", "phase3", "imitation", "multinode",
 )  # fmt: skip
 
 

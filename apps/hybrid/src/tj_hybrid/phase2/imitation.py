@@ -25,7 +25,8 @@ from typing import Any
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.rl_setup import RLSetup
 
-__all__ = ["DEMO_SEED", "ImitationOutcome", "start_from_teacher"]
+__all__ = ["DEMO_SEED", "ImitationOutcome", "imitation_module", "make_teacher", "record_teacher",
+           "start_from_teacher"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 DEMO_SEED = 70_001  # SUMO seeds of demonstration episodes: apart from training's and evaluation's
@@ -79,7 +80,10 @@ def _episodes(setup: RLSetup, count: int, first: int) -> Iterator[tuple[Any, int
         yield sc, DEMO_SEED + i
 
 
-def _record(setup: RLSetup, teacher: Any, count: int, first: int, acting: Any = None) -> Any:
+def record_teacher(setup: RLSetup, teacher: Any, count: int, first: int, acting: Any = None) -> Any:
+    """tj-rl ``Demonstrations`` of ``teacher`` on ``count`` training episodes from the ``first``-th
+    (pool files and training windows in turn, SUMO seeds ``DEMO_SEED + i``), whole episodes;
+    ``acting``: the policy that drives while the teacher labels (DAgger), default the teacher."""
     from tj_rl.env import TrafficSignalCore
     from tj_rl.imitation import record_demonstrations
 
@@ -96,8 +100,9 @@ def _record(setup: RLSetup, teacher: Any, count: int, first: int, acting: Any = 
     return out
 
 
-def _module(cfg: HybridConfig, setup: RLSetup, base: Path | None) -> tuple[Any, int]:
-    """(the RLlib module PPO trains, built outside RLlib on the env's spaces; the lights)."""
+def imitation_module(cfg: HybridConfig, setup: RLSetup, base: Path | None) -> tuple[Any, int]:
+    """(the RLlib module PPO trains, built outside RLlib on the env's spaces, with the GNN of the
+    phase-1 agent ``base``; the lights): what the clone is fitted into."""
     from tj_rl.env import TrafficSignalCore
     from tj_rl.rllib import GraphModuleConfig, graph_module_spec
 
@@ -126,8 +131,9 @@ def _pick_teacher(cfg: HybridConfig, setup: RLSetup) -> tuple[str, dict[str, tup
     return teacher, scores
 
 
-def _teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
-    """(label, policy): the chosen baseline, improved by look-ahead when ``lookahead_s`` > 0."""
+def make_teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
+    """(label, policy): the baseline ``name``, improved by ``phase2.imitation``'s look-ahead when
+    ``lookahead_s`` > 0."""
     from tj_rl.control import make_policy
 
     im = cfg.phase2.imitation
@@ -167,15 +173,15 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
     import torch
 
     torch.manual_seed(cfg.run.seed)  # the controller's initial weights: a seeded run repeats
-    module, lights = _module(cfg, setup, base)
+    module, lights = imitation_module(cfg, setup, base)
     trained = [module.controller] + ([] if module.frozen_gnn else [module.gnn])
     clone_cfg = dataclasses.replace(im.clone, seed=cfg.run.seed)
     agent_base = base if base is not None else fresh_agent_config(module, cfg.model.preset)
-    label, policy = _teacher(cfg, teacher)
+    label, policy = make_teacher(cfg, teacher)
     if label != teacher:
         scores |= validation_delays(cfg, setup, {label: policy})
         log.info("imitation: teacher %s %.2f s on validation", label, scores[label][0])
-    demos = _record(setup, policy, im.episodes, 0)
+    demos = record_teacher(setup, policy, im.episodes, 0)
     agreement, result = 1.0, None
     for round_ in range(im.dagger_rounds + 1):
         result = clone(module.actor, trained, demos, clone_cfg)
@@ -185,7 +191,7 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
         agent = export_agent(module, agent_base, out / "clone")
         if round_ < im.dagger_rounds:
             student = AgentPolicy(agent)
-            more = _record(setup, policy, im.dagger_episodes,
+            more = record_teacher(setup, policy, im.dagger_episodes,
                            im.episodes + round_ * im.dagger_episodes, acting=student)  # fmt: skip
             agreement = more.agreement
             demos = demos + more
