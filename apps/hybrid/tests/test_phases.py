@@ -123,6 +123,8 @@ def test_importing_the_app_is_light() -> None:
         "assert not any('jit' in str(f[1]) for f in warnings.filters), 'filter installed at import'\n"
         "import importlib.metadata as md\n"
         "assert tj_hybrid.__version__ == md.version('tj-hybrid')\n"
+        "assert 'tj_hybrid.phase2.imitation' not in sys.modules\n"
+        "assert callable(tj_hybrid.make_teacher)  # phase 2's teacher pieces load on first use\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr

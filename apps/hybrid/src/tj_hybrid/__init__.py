@@ -5,9 +5,10 @@ Entry points: ``uv run apps/hybrid --phase all`` (or the ``tj-hybrid`` console s
 phases from ``select_phases``; a finished run's results read back typed with ``read_result``,
 ``read_evaluation``, ``read_metrics`` and ``read_phase1_summary`` (``tj_hybrid.results``); phase
 2's RL setup and PPO config with ``prepare_rl`` and ``build_ppo``; its teacher, demonstrations and
-clone's module with ``make_teacher``, ``record_teacher`` and ``imitation_module``; held-out
-evaluation beside the baselines with ``evaluate_policies``. Importing this package is
-light: no torch, no Ray, no phase; each phase's module is imported when it runs.
+clone's module with ``make_teacher``, ``record_teacher`` and ``imitation_module`` (loaded on first
+use: they live in phase 2's folder); held-out evaluation beside the baselines with
+``evaluate_policies``. Importing this package is light: no torch, no Ray, no phase; each phase's
+module is imported when it runs.
 """
 
 from importlib import metadata as _metadata
@@ -16,7 +17,6 @@ from tj_hybrid.config import HybridConfig, LoadedConfig, auto_profile, load_conf
 from tj_hybrid.config.phase2 import CLONABLE
 from tj_hybrid.data_paths import scenario_data_dir
 from tj_hybrid.evaluation.heldout import evaluate_policies
-from tj_hybrid.phase2.imitation import imitation_module, make_teacher, record_teacher
 from tj_hybrid.phase_api import PhaseResult
 from tj_hybrid.phases import REGISTRY, PhaseSpec, select_phases
 from tj_hybrid.results import (
@@ -36,6 +36,17 @@ from tj_hybrid.rl_setup import RLSetup, build_ppo, prepare_rl
 from tj_hybrid.run_dir import PhaseDir, RunDir
 
 __version__ = _metadata.version("tj-hybrid")
+
+# phase 2's teacher pieces, imported on first use (PEP 562): importing the package imports no phase
+_PHASE2_IMITATION = ("imitation_module", "make_teacher", "record_teacher")
+
+
+def __getattr__(name: str) -> object:
+    if name in _PHASE2_IMITATION:
+        import importlib
+
+        return getattr(importlib.import_module("tj_hybrid.phase2.imitation"), name)
+    raise AttributeError(f"module 'tj_hybrid' has no attribute {name!r}")
 
 __all__ = [
     "CLONABLE",

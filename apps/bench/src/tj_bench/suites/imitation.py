@@ -39,7 +39,7 @@ def parse_flips(raw: str) -> list[float]:
     return rates
 
 
-def _base(ctx: SuiteContext, args: AppArgs, root: Path) -> Path:
+def _base(args: AppArgs, root: Path) -> Path:
     """The phase-1 run the clones take their GNN from: ``root/base`` when finished, else made."""
     base = root / "base"
     if phase_dir(base, "1").finished:
@@ -63,7 +63,7 @@ def run(ctx: SuiteContext) -> None:
     root = Path(kept).resolve() if kept else ctx.shared_dir / "imitation"
     root.mkdir(parents=True, exist_ok=True)
     args = replace(base_args(scenario, root, quick=ctx.quick, sets=sets), profile=profile)
-    base = _base(ctx, args, root)
+    base = _base(args, root)
     phase2_sets = [*args.sets, *(QUICK_SETS if ctx.quick else ()), *sets]
     record_setup(ctx, args.scenario, profile, sets, root if kept else None, teacher=teacher,
                  seeds=",".join(map(str, seeds)), flips=",".join(f"{r:g}" for r in flips))  # fmt: skip
