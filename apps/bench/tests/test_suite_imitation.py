@@ -20,6 +20,8 @@ def test_imitation_quick_run(quick) -> None:
     assert "look-ahead" in r.params["teacher_label"]
     assert r.figure("demonstrations").median > 0
     assert 0 < r.figure("clone/accuracy").median <= 100
+    assert len(r.figure("dagger_agreement").values) == 1  # one DAgger round
+    assert 0 <= r.figure("dagger_agreement").median <= 100
     for s in SETS:
         baselines = [f for f in r.figures if f.name.startswith(f"baseline/delay/{s}/")]
         assert len(baselines) >= 4  # fixed-time, max-pressure, greedy, max-occupancy, ...

@@ -57,7 +57,7 @@ def measure(profile: str, sets: Sequence[str], agent: Path, work: Path, teacher:
             seeds: Sequence[int], flips: Sequence[float]) -> dict[str, Any]:  # fmt: skip
     """Record the teacher once, clone it once per seed, and evaluate the teacher, the flipped
     teachers, the clones and the configured baselines on the held-out sets: ``{"teacher": label,
-    "demonstrations", "agreement", "record_s", "accuracy": {seed: share}, "held_out" and
+    "demonstrations", "agreement" (per DAgger round), "record_s", "accuracy": {seed: share}, "held_out" and
     "held_out_heavy": {policy: mean avg delay}, "labels": {policy: how it decides}}``."""
     import torch
 
@@ -84,6 +84,7 @@ def measure(profile: str, sets: Sequence[str], agent: Path, work: Path, teacher:
     demos = record_teacher(setup, policy, im.episodes, 0)
     clones: dict[str, Path] = {}
     accuracy: dict[int, float] = {}
+    agreement: list[float] = []  # per DAgger round: the share of steps the clone drove as taught
     for i, seed in enumerate(seeds):
         torch.manual_seed(seed)
         module, _ = imitation_module(cfg, setup, agent)
@@ -93,9 +94,10 @@ def measure(profile: str, sets: Sequence[str], agent: Path, work: Path, teacher:
             for r in range(im.dagger_rounds):
                 clone(module.actor, trained, demos, clone_cfg)
                 driver = AgentPolicy(export_agent(module, agent, work / "dagger"))
-                demos = demos + record_teacher(setup, policy, im.dagger_episodes,
-                                               im.episodes + r * im.dagger_episodes,
-                                               acting=driver)  # fmt: skip
+                more = record_teacher(setup, policy, im.dagger_episodes,
+                                      im.episodes + r * im.dagger_episodes, acting=driver)  # fmt: skip
+                agreement.append(more.agreement)
+                demos = demos + more
             record_s = time.perf_counter() - t0
             torch.manual_seed(seed)
             module, _ = imitation_module(cfg, setup, agent)
@@ -108,7 +110,7 @@ def measure(profile: str, sets: Sequence[str], agent: Path, work: Path, teacher:
         policies |= {f"second-best-{r:g}": SecondBest(policy, r) for r in flips}
     policies |= {name: AgentPolicy(path) for name, path in clones.items()}
     evaluation = evaluate_policies(cfg, setup, policies)
-    return {"teacher": label, "demonstrations": len(demos), "agreement": demos.agreement,
+    return {"teacher": label, "demonstrations": len(demos), "agreement": agreement,
             "record_s": record_s, "accuracy": accuracy,
             "flips": hasattr(policy, "last_values"),
             "held_out": _means(evaluation["held_out"]),

@@ -72,7 +72,9 @@ def run(ctx: SuiteContext) -> None:
     ctx.param("teacher_label", out["teacher"])
     ctx.record("demonstrations", out["demonstrations"], unit="decisions")
     ctx.record("record_wall", out["record_s"], unit="s", better="lower")
-    ctx.record("dagger_agreement", 100 * out["agreement"], unit="%", better="higher")
+    for share in out["agreement"]:  # one value per DAgger round
+        ctx.record("dagger_agreement", 100 * share, unit="%", better="higher",
+                   note="the first clone driving: its share of the teacher's greens")  # fmt: skip
     for seed in seeds:
         ctx.record("clone/accuracy", 100 * out["accuracy"][seed], unit="%", better="higher")
     if flips and not out["flips"]:
