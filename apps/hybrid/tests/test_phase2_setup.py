@@ -176,15 +176,15 @@ def test_imitation_outcome_round_trips(tmp_path) -> None:
 def test_the_teacher_is_improved_by_lookahead_only_when_asked() -> None:
     """``phase2.imitation.lookahead_s`` > 0 replaces the chosen baseline by tj-rl's look-ahead
     over it (named so in the log and the report); 0, the default, keeps the baseline."""
-    from tj_hybrid.phase2.imitation import _teacher
+    from tj_hybrid import make_teacher
     from tj_rl.control import LookaheadPolicy, MaxOccupancyPolicy
 
     plain = load_config(profile="smoke").config
-    label, policy = _teacher(plain, "max-occupancy")
+    label, policy = make_teacher(plain, "max-occupancy")
     assert label == "max-occupancy" and isinstance(policy, MaxOccupancyPolicy)
     cfg = load_config(profile="smoke", overrides=["phase2.imitation.lookahead_s=30",
                                                   "phase2.imitation.lookahead_sees=observed"]).config  # fmt: skip
-    label, policy = _teacher(cfg, "greedy")
+    label, policy = make_teacher(cfg, "greedy")
     assert label == "greedy + 30 s look-ahead, observed vehicles only"
     assert isinstance(policy, LookaheadPolicy) and policy.base_name == "greedy"
     assert policy.horizon_s == 30.0 and policy.sees == "observed"
