@@ -4,6 +4,8 @@ the base, every light's other feasible greens are tried, and it refuses what it 
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,35 @@ def test_no_look_ahead_at_the_last_decision(default_sc: Scenario) -> None:
             a: int(v) for a, v in pol.base.compute_actions(obs, infos).items()
         }
         assert pol.copies == before
+    finally:
+        env.close()
+
+
+def test_a_reset_teacher_travels_without_its_env(default_sc: Scenario) -> None:
+    """Held-out evaluation sends policies to worker processes: a teacher that has run pickles
+    without the running SUMO, and the copy, reset on its own env, decides as the original."""
+    sc = default_sc.replace(end=120.0)
+    pol = LookaheadPolicy(horizon_s=20.0)
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=sc)
+    try:
+        obs, infos = env.reset(seed=2)
+        pol.reset(env)
+        for _ in range(4):
+            obs, _, _, _, infos = env.step(pol.compute_actions(obs, infos))
+        copy = pickle.loads(pickle.dumps(pol))
+        assert copy.env is None and copy.copies == pol.copies and pol.env is env
+        want = pol.compute_actions(obs, infos)
+    finally:
+        env.close()
+    with pytest.raises(AssertionError, match="reset"):
+        copy.compute_actions(obs, infos)
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=sc)
+    try:
+        obs2, infos2 = env.reset(seed=2)
+        copy.reset(env)
+        for _ in range(4):
+            obs2, _, _, _, infos2 = env.step(copy.compute_actions(obs2, infos2))
+        assert copy.compute_actions(obs2, infos2) == want
     finally:
         env.close()
 

@@ -101,6 +101,13 @@ class LookaheadPolicy:
         self.last_values: dict[str, np.ndarray] = {}  # per light: look-ahead queue per green
         self._pending: dict[int, int] = {}  # running copies: pid -> the read end of its pipe
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Without the env (the running SUMO is not data) and without running copies: an unpickled
+        teacher is reset on its own env, as every policy is (held-out workers, a saved run)."""
+        if self._pending:
+            raise RuntimeError("lookahead: cannot pickle while simulation copies are running")
+        return self.__dict__ | {"env": None, "_pending": {}}
+
     def reset(self, env: TrafficSignalCore) -> None:
         why = lookahead_unsupported(env.config.backend)
         if why is not None:
