@@ -12,6 +12,7 @@ import pytest
 from tj_rl.control import LookaheadPolicy, lookahead_unsupported, make_policy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.eval import evaluate
+from tj_rl.eval.heldout import evaluate_heldout
 
 
 class _LookButFollow:
@@ -113,6 +114,21 @@ def test_a_reset_teacher_travels_without_its_env(default_sc: Scenario) -> None:
         assert copy.compute_actions(obs2, infos2) == want
     finally:
         env.close()
+
+
+def test_held_out_workers_run_a_teacher_that_has_run(
+    default_sc: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a serial evaluation the teacher still holds its (closed) env; a second evaluation with
+    workers sends it to them anyway, and they give the serial rows."""
+    sc = default_sc.replace(end=60.0)
+    routes = [sc.route_files[0]]
+    teacher = LookaheadPolicy(horizon_s=20.0)
+    serial = evaluate_heldout(sc, {"teacher": teacher}, routes, seeds=[5, 6])
+    assert teacher.env is not None and teacher.copies > 0
+    parallel = evaluate_heldout(sc, {"teacher": teacher}, routes, seeds=[5, 6], workers=2)
+    assert "cannot be sent" not in caplog.text  # they ran in the workers
+    assert parallel.rows == serial.rows
 
 
 def test_refuses_traci_and_bad_settings(default_sc: Scenario) -> None:
