@@ -19,7 +19,8 @@ RESULTS = ("quant.json", "monitor-dist.json", "data-loader-cache-models.json", "
            "dwt=phase2-reward-diff-waiting-time.json", "delay=phase2-reward-delay.json",
            "la=phase2-lookahead.json", "law=phase2-lookahead-weighted.json",
            "dzt=phase2-dz-teacher.json", "more=phase2-more-demos.json",
-           "multinode.json", "imitation.json")  # fmt: skip
+           "multinode.json", "imitation.json", "griddz=phase2-grid-dz-teacher.json",
+           "gridocc=phase2-grid-occ-teacher.json")  # fmt: skip
 
 
 def test_benchmarks_md_is_the_rendered_template() -> None:
