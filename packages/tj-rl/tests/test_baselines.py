@@ -12,6 +12,7 @@ import pytest
 from tj_rl.control import POLICIES, make_policy
 from tj_rl.env import METRIC_NAMES, EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.env.metrics import parse_episode_metrics
+from tj_rl.env.runtime import sumo_home
 from tj_rl.eval import evaluate
 
 
@@ -89,6 +90,31 @@ def test_metrics_parse_errors(tmp_path: Path) -> None:
     )
     assert m.avg_delay == pytest.approx(3.5) and m.avg_trip_time == pytest.approx(20.0)
     assert not math.isnan(m.avg_waiting_time) and np.isfinite(m.mean_queue)
+    assert (m.persons, m.avg_ped_waiting) == (0, 0.0)
+
+
+def test_pedestrian_waiting_counts_every_person_who_set_off(tmp_path: Path) -> None:
+    """Finished and unfinished walkers count with their waiting time; a person of a flow that
+    had not set off by the end (``depart="-1"``) does not. Vehicles' delay ignores them all."""
+    (tmp_path / "tripinfo.xml").write_text(
+        '<tripinfos><tripinfo id="a" arrival="20.00" duration="20.00" waitingTime="3.00" timeLoss="5.00"/>\n'
+        '<personinfo id="p0" depart="1.00" waitingTime="10.00" timeLoss="12.00"><walk/></personinfo>\n'
+        '<personinfo id="p1" depart="5.00" waitingTime="40.00" timeLoss="0.00"><walk arrival="-1"/></personinfo>\n'
+        '<personinfo id="p2" depart="-1" waitingTime="0.00" timeLoss="0.00"/></tripinfos>'
+    )  # fmt: skip
+    (tmp_path / "statistics.xml").write_text(
+        "<statistics><teleports total='0'/><safety collisions='0' emergencyStops='0' emergencyBraking='0'/></statistics>"
+    )  # fmt: skip
+    m = parse_episode_metrics(tmp_path, mean_queue=0.0, vetoes=0)
+    assert (m.persons, m.avg_ped_waiting) == (2, pytest.approx(25.0))
+    assert (m.throughput, m.avg_delay) == (1, pytest.approx(5.0))
+
+
+def test_a_city_with_pedestrians_reports_their_waiting() -> None:
+    """Braunschweig's demo, five minutes under fixed-time: SUMO's personinfo reaches the row."""
+    sc = Scenario.from_sumocfg(sumo_home() / "tools/game/fokr_bs_demo.sumocfg").window(54000.0, 300.0)
+    row = evaluate(sc, "fixed-time", episodes=1, seeds=[1], config=EnvConfig(delta_time=5.0)).rows[0]
+    assert row["persons"] > 10 and 0 <= row["avg_ped_waiting"] < 300
 
 
 def test_evaluate_bad_input(default_sc: Scenario) -> None:

@@ -12,7 +12,7 @@ from tj_rl.control import MaxPressurePolicy
 from tj_rl.env import COST_NAMES, EnvConfig, Scenario
 from tj_rl.env.metrics import Spread, spread
 from tj_rl.eval import evaluate
-from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
+from tj_rl.eval.heldout import HELDOUT_METRICS, PEDESTRIAN_METRICS, HeldOutTable, evaluate_heldout
 from tj_rl.traffic.demand import DemandPool
 
 
@@ -55,6 +55,26 @@ def test_fixed_time_vs_max_pressure_on_held_out_traffic(
     assert md[0] == "| policy | episodes | " + " | ".join(HELDOUT_METRICS) + " |"
     assert md[2].startswith("| fixed-time | 2 | ") and md[3].startswith("| max-pressure | 2 | ")
     assert all(line.count(" ± ") == len(HELDOUT_METRICS) for line in md[2:])
+    assert not table.has_pedestrians  # the embedded net has none: no pedestrian columns
+
+
+def test_pedestrian_columns_appear_when_the_traffic_has_pedestrians() -> None:
+    """Rows are what ``evaluate`` gives; a table whose episodes had persons adds their columns,
+    and rows written before the pedestrian metrics (no such keys) spread as NaN, not KeyError."""
+    base = dict.fromkeys(HELDOUT_METRICS, 1.0)
+    rows = [
+        {"policy": "a", **base, "persons": 12, "avg_ped_waiting": 30.0},
+        {"policy": "a", **base, "persons": 8, "avg_ped_waiting": 50.0},
+        {"policy": "b", **base},  # an older row
+    ]
+    table = HeldOutTable(policies=("a", "b"), rows=rows)
+    assert table.has_pedestrians
+    head = table.to_markdown().splitlines()[0]
+    assert head.endswith("| persons | avg_ped_waiting |")
+    summary = table.summary((*HELDOUT_METRICS, *PEDESTRIAN_METRICS))
+    assert summary["a"]["avg_ped_waiting"] == Spread(40.0, 10.0, 30.0, 50.0, 2)
+    assert summary["b"]["persons"].n == 0
+    assert not HeldOutTable(policies=("b",), rows=rows[2:]).has_pedestrians
 
 
 def test_policy_objects_and_named_mappings(pool: DemandPool, default_sc: Scenario) -> None:

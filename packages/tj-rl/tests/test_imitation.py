@@ -22,6 +22,7 @@ from tj_rl.imitation import (
     clone,
     discounted_returns,
     record_demonstrations,
+    value_weight,
 )
 from tj_rl.rllib.export import export_agent
 from tj_rl.rllib.imitation import imitation_coeff
@@ -140,8 +141,26 @@ def test_clone_fits_the_teacher_and_drops_masked_labels(short: Scenario,
                    CloneConfig(epochs=40, patience=40, lr=3e-3, validation_fraction=0.2))
     assert result.dropped == 1 and result.samples == len(demos) - 1
     assert result.train_accuracy >= 0.85 > before, (result, before)
+    # forced decisions (one legal green) are always right: the choices alone score lower
+    assert 0.0 <= result.validation_choice_accuracy <= result.validation_accuracy
     logits = module.policy({k: torch.from_numpy(v) for k, v in demos.obs.items()}).logits
     assert (logits.argmax(-1).numpy()[rows[1:]] == demos.actions[1:]).mean() >= 0.8
+
+
+def test_returns_of_any_scale_leave_the_clone_its_greens(short: Scenario,
+                                                        demos: Demonstrations) -> None:  # fmt: skip
+    """The value head shares the controller's tokens: returns a thousand times larger (a city's
+    queues: Braunschweig's were -86 +- 33) must not drown the cross-entropy, so the clone fits
+    the same greens as on the recorded scale (the value loss is divided by their variance)."""
+    assert value_weight(0.5, np.array([0.0, 1.0])) == 0.5  # variance 0.25: as it was
+    assert value_weight(0.5, np.array([-10.0, 10.0])) == pytest.approx(0.005)  # variance 100
+    loud = dataclasses.replace(demos, returns=demos.returns * 1000.0 - 5000.0)
+    cfg = CloneConfig(epochs=40, patience=40, lr=3e-3, validation_fraction=0.2)
+    fits = {}
+    for name, d in (("recorded", demos), ("x1000", loud)):
+        module = _module(_spaces(short))
+        fits[name] = clone(module.actor, [module.controller], d, cfg).train_accuracy
+    assert fits["x1000"] >= 0.85 and abs(fits["x1000"] - fits["recorded"]) <= 0.05, fits
 
 
 def test_clone_config_is_checked() -> None:

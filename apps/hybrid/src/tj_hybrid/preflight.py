@@ -108,7 +108,8 @@ def check_controllable_lights(config: HybridConfig) -> None:
     env = config.scenario.env
     try:
         read_topology(scenario_span(config), yellow_time=env.yellow_time,
-                      all_red_time=env.all_red_time, reach=env.obs_radius + 50.0)  # fmt: skip
+                      all_red_time=env.all_red_time, reach=env.obs_radius + 50.0,
+                      crossing_speed=env.crossing_speed)  # fmt: skip
     except ScenarioError as exc:
         raise ConfigError(f"scenario.path {config.scenario.path}: {exc}") from None
 

@@ -1,7 +1,8 @@
 """Controller: learned phase queries attend over vehicle embeddings, weighted by vehicle influence.
 
 Each candidate phase (action) is a token: a learned query plus the signal state (current phase,
-time in phase). Tokens cross-attend over the vehicles of their intersection with scores
+time in phase) and its place in program order after the current phase (``(j - current) mod``
+the light's green count: without it a clone of a fixed cycle cannot tell which green comes next). Tokens cross-attend over the vehicles of their intersection with scores
 ``q.k / sqrt(d) + log(influence)``, i.e. attention proportional to ``influence * exp(q.k)``; the
 influence of a vehicle is ``a * p(risk) + b * delay + softplus(mlp(h))`` with learned positive
 ``a, b`` (risk and delay contributions stay readable). Tokens then attend to each other. Outputs:
@@ -134,6 +135,16 @@ class _TokenLayer(nn.Module):
         return tokens + self.ffn(self.norm_f(tokens)), alpha.mean(-1)
 
 
+def _program_order(g: GraphInput, a: int) -> Tensor:
+    """int64 [B, a]: 1 + (j - current) mod the light's green count (``phase_count``, else ``a``)
+    for every action j; 0 where the graph has no current green."""
+    phase = g.phase  # type: ignore[union-attr]
+    count = g.phase_count.clamp(min=1) if g.phase_count is not None else torch.full_like(phase, a)
+    j = torch.arange(a, device=phase.device)[None]
+    offset = torch.remainder(j - phase[:, None], count[:, None]) + 1
+    return torch.where(phase[:, None] >= 0, offset, torch.zeros_like(offset))
+
+
 class Controller(nn.Module):
     """``forward(encoded: GNNOutput, action_mask) -> ControllerOutput`` (policy for phase 2/3)."""
 
@@ -152,6 +163,10 @@ class Controller(nn.Module):
         self.phase_embedding = nn.Embedding(max_actions + 1, d)  # row 0: no current phase
         self.time_proj = nn.Linear(2, d)
         self.current_flag = nn.Parameter(torch.zeros(d))
+        # each green's distance after the current one in program order (row 0: no current green);
+        # zeros, so it draws no random numbers (a seed builds the same other weights as before)
+        # and a state dict saved without it loads as exactly the controller it was
+        self.order_embedding = nn.Parameter(torch.zeros(max_actions + 1, d))
         self.served = (
             ServedMovements(d, config.movement_stats, max_actions) if config.movement_stats else None
         )
@@ -163,6 +178,14 @@ class Controller(nn.Module):
         self.logit_head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
         self.value_head = _value_head(2 * d, config.value_hidden)
         self.cost_value_head = _value_head(2 * d, config.value_hidden)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        # a controller saved before ``order_embedding`` (tj-models < 0.4.1) had none: zeros are
+        # exactly that controller, so strict loads of old agents and checkpoints still work
+        key = prefix + "order_embedding"
+        if key not in state_dict:
+            state_dict[key] = torch.zeros_like(self.order_embedding)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self,
@@ -200,6 +223,7 @@ class Controller(nn.Module):
         state = self.phase_embedding(g.phase + 1) + self.time_proj(time_feats)  # type: ignore[operator]
         is_current = (torch.arange(a, device=mask.device)[None] == g.phase[:, None]).to(state.dtype)  # type: ignore[index]
         tokens = self.queries[None] + state[:, None] + is_current[..., None] * self.current_flag
+        tokens = tokens + self.order_embedding[_program_order(g, a)].to(tokens.dtype)
         if self.served is not None:
             if phase_movements is None or movement_stats is None or g.movement is None:
                 raise InvalidGraphError(

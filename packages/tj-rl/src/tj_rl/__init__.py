@@ -25,6 +25,7 @@ _MOVED: dict[str, tuple[str, str]] = {
     "DEFAULT_SPEC": ("tj_rl.env", "DEFAULT_SPEC"),
     "EDGE_FEATURES": ("tj_rl.env", "EDGE_FEATURES"),
     "HELDOUT_METRICS": ("tj_rl.eval", "HELDOUT_METRICS"),
+    "PEDESTRIAN_METRICS": ("tj_rl.eval", "PEDESTRIAN_METRICS"),
     "LANE_FEATURES": ("tj_rl.env", "LANE_FEATURES"),
     "METRIC_NAMES": ("tj_rl.env", "METRIC_NAMES"),
     "NODE_FEATURES": ("tj_rl.env", "NODE_FEATURES"),

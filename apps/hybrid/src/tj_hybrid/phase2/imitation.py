@@ -186,8 +186,10 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
     for round_ in range(im.dagger_rounds + 1):
         result = clone(module.actor, trained, demos, clone_cfg)
         log.info("imitation: clone of %s, round %d: %d decisions, accuracy %.1f%% (validation "
-                 "split), best epoch %d of %d", label, round_, result.samples,
-                 100 * result.validation_accuracy, result.best_epoch, result.epochs)  # fmt: skip
+                 "split; %.1f%% of those with a choice of green), best epoch %d of %d", label,
+                 round_, result.samples, 100 * result.validation_accuracy,
+                 100 * result.validation_choice_accuracy, result.best_epoch,
+                 result.epochs)  # fmt: skip
         agent = export_agent(module, agent_base, out / "clone")
         if round_ < im.dagger_rounds:
             student = AgentPolicy(agent)

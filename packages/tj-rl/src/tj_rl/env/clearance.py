@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import sumolib
 
-__all__ = ["ITE_DECEL", "ITE_REACTION", "ITE_VEHICLE_LENGTH", "ite_intervals"]
+__all__ = ["ITE_DECEL", "ITE_REACTION", "ITE_VEHICLE_LENGTH", "ceil_to", "ite_intervals"]
 
 ITE_REACTION = 1.0  # s
 ITE_DECEL = 3.05  # m/s^2
@@ -23,8 +23,9 @@ ITE_VEHICLE_LENGTH = 6.0  # m
 _G = 9.81
 
 
-def _ceil_to(value: float, step: float) -> float:
-    return math.ceil(value / step - 1e-9) * step
+def ceil_to(value: float, step: float) -> float:
+    """``value`` rounded up to a whole number of simulation steps (no float residue)."""
+    return round(math.ceil(value / step - 1e-9) * step, 9)
 
 
 def _width(net: sumolib.net.Net, links: Sequence[tuple[str, str, str]]) -> float:
@@ -46,4 +47,4 @@ def ite_intervals(
     v = max(net.getLane(a).getSpeed() for a, _, _ in links if a)
     yellow = ITE_REACTION + v / (2 * ITE_DECEL + 2 * grade * _G)
     all_red = (_width(net, links) + ITE_VEHICLE_LENGTH) / v
-    return _ceil_to(yellow, step), _ceil_to(all_red, step)
+    return ceil_to(yellow, step), ceil_to(all_red, step)

@@ -47,6 +47,11 @@ class EnvConfig:
     # seconds, or "ite": per light from its approach speed and junction width (clearance.py)
     yellow_time: float | Literal["ite"] = 3.0
     all_red_time: float | Literal["ite"] = 2.0
+    # walking speed (m/s) a signalled pedestrian crossing is cleared at: when a switch ends its
+    # green it turns red at once and the next green waits crossing length / crossing_speed when
+    # that is longer than yellow + all-red (shield.py). 1.2 m/s is the German guideline's
+    # clearance speed (RiLSA; MUTCD's is 1.07). None: crossings clear like vehicle links.
+    crossing_speed: float | None = 1.2
     min_green: float = 10.0
     max_green: float = 60.0
     reward: str | Callable[[], Any] = "diff-waiting-time"
@@ -111,6 +116,10 @@ class EnvConfig:
         for name in ("delta_time", "obs_radius", "ttc_threshold", "hard_brake_decel", "reward_scale"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"EnvConfig.{name}: {getattr(self, name)}, must be > 0")
+        if self.crossing_speed is not None and not float(self.crossing_speed) > 0:
+            raise ValueError(
+                f"EnvConfig.crossing_speed: {self.crossing_speed}, must be > 0 m/s (None: off)"
+            )
         for name in ("yellow_time", "all_red_time"):
             value = getattr(self, name)
             if isinstance(value, str) and value != "ite":

@@ -94,6 +94,7 @@ class TrafficSignalCore:
             yellow_time=cfg.yellow_time,
             all_red_time=cfg.all_red_time,
             reach=cfg.obs_radius + 50.0,
+            crossing_speed=cfg.crossing_speed,
         )
         self.lights = {lt.tls_id: lt for lt in self.topology.lights}
         self.possible_agents = list(self.lights)

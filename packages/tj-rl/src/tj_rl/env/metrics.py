@@ -3,6 +3,9 @@
 Each episode writes ``--tripinfo-output`` (with unfinished trips) and ``--statistic-output`` into a
 per-episode temporary directory that is removed after parsing. Delay is SUMO's ``timeLoss`` (time lost
 against driving at the desired speed), averaged over every inserted vehicle, finished or not.
+Pedestrians (``<personinfo>``) are reported apart: their mean ``waitingTime`` over every person
+who set off, finished or not (SUMO gives an unfinished walk no ``timeLoss``, but counts its wait),
+so a controller that starves a crossing shows it even though the vehicles' delay does not.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class EpisodeMetrics:
     emergency_stops: int
     collisions: int
     vetoes: int  # shield vetoes over all lights
+    persons: int  # pedestrians who set off (0 when the scenario has none)
+    avg_ped_waiting: float  # their mean tripinfo waitingTime, finished or not (0: no person)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -83,6 +88,14 @@ def parse_episode_metrics(outdir: Path, *, mean_queue: float, vetoes: int) -> Ep
     ]
     a = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
     finished = a[:, 0] >= 0
+    waits = np.asarray(
+        [
+            float(p.waitingTime)
+            for p in parse_fast(str(trip_path), "personinfo", ["id", "depart", "waitingTime"])
+            if float(p.depart) >= 0  # -1: a person of a flow that had not set off by the end
+        ],
+        dtype=np.float64,
+    )
     try:
         root = ET.parse(stat_path).getroot()
     except ET.ParseError as exc:
@@ -99,6 +112,8 @@ def parse_episode_metrics(outdir: Path, *, mean_queue: float, vetoes: int) -> Ep
         emergency_stops=_stat(root, "safety", "emergencyStops"),
         collisions=_stat(root, "safety", "collisions"),
         vetoes=int(vetoes),
+        persons=len(waits),
+        avg_ped_waiting=float(waits.mean()) if len(waits) else 0.0,  # rows stay == comparable
     )
 
 

@@ -5,6 +5,9 @@ stop-priority, ``o``/``O`` off): the green phases of a light are its program's d
 show a green and no yellow. Between two greens, every link that loses its green shows yellow for
 ``yellow_time``, then red for ``all_red_time`` while links that keep their green stay green; only
 then does the next green start. A switch in which no link loses its green needs no clearance.
+A pedestrian crossing that loses its green (``crossing_clear`` > 0 on its link) turns red at once
+(pedestrians get no yellow) and the next green waits until the last pedestrian who stepped onto it
+can have crossed (its ``crossing_clear`` seconds), when that is longer than yellow + all-red.
 
 The shield is a pure timed automaton (no SUMO): ``decide`` takes the agent's wish at a decision
 time, applies it when feasible or the safe action when not (a veto, never a silent ignore), and
@@ -52,6 +55,9 @@ class PhaseProgram:
     durations: tuple[float, ...]
     yellow_time: float
     all_red_time: float
+    # seconds a pedestrian needs to clear each link's crossing once its green ends (0: not a
+    # crossing); empty: the light controls no crossing (topology.py computes it)
+    crossing_clear: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.greens:
@@ -64,6 +70,11 @@ class PhaseProgram:
         if len(self.durations) != len(self.greens):
             raise ScenarioError(
                 f"traffic light {self.tls_id!r}: {len(self.durations)} durations for {len(self.greens)} greens"
+            )
+        if self.crossing_clear and len(self.crossing_clear) != len(self.greens[0]):
+            raise ScenarioError(
+                f"traffic light {self.tls_id!r}: {len(self.crossing_clear)} crossing clearance "
+                f"times for {len(self.greens[0])} links"
             )
 
     @property
@@ -79,12 +90,29 @@ class PhaseProgram:
         a, b = self.greens[i], self.greens[j]
         return any(x in _GREEN and y not in _GREEN for x, y in zip(a, b, strict=True))
 
+    def losing_crossings(self, i: int, j: int) -> list[int]:
+        """Link indices of the crossings that are green in phase i and not in phase j."""
+        a, b = self.greens[i], self.greens[j]
+        return [
+            k for k, c in enumerate(self.crossing_clear)
+            if c > 0 and a[k] in _GREEN and b[k] not in _GREEN
+        ]  # fmt: skip
+
+    def clearance_time(self, i: int, j: int) -> float:
+        """Seconds from a switch i -> j until green j shows: 0 without clearance, else yellow +
+        all-red, or longer while a crossing that loses its green is still being cleared."""
+        if i == j or not self.needs_clearance(i, j):
+            return 0.0
+        vehicles = self.yellow_time + self.all_red_time
+        return max([vehicles, *(self.crossing_clear[k] for k in self.losing_crossings(i, j))])
+
     def yellow_state(self, i: int, j: int) -> str:
         a, b = self.greens[i], self.greens[j]
+        crossing = self.crossing_clear or (0.0,) * len(a)
         out = []
-        for x, y in zip(a, b, strict=True):
+        for x, y, c in zip(a, b, crossing, strict=True):
             if x in _GREEN:
-                out.append(_keep_green(x, y) if y in _GREEN else "y")
+                out.append(_keep_green(x, y) if y in _GREEN else ("r" if c > 0 else "y"))
             else:
                 out.append(x if x == y or x in "rs" else "r")
         return "".join(out)
@@ -113,10 +141,11 @@ class PhaseProgram:
             return ()
         if not self.needs_clearance(i, j):
             return ((0.0, self.greens[j]),)
+        total = self.clearance_time(i, j)
         steps: list[tuple[float, str]] = [(0.0, self.yellow_state(i, j))]
-        if self.all_red_time > 0:
+        if total > self.yellow_time:
             steps.append((self.yellow_time, self.all_red_state(i, j)))
-        steps.append((self.yellow_time + self.all_red_time, self.greens[j]))
+        steps.append((total, self.greens[j]))
         return tuple(steps)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import sumolib
 
-from tj_rl.env.clearance import ite_intervals
+from tj_rl.env.clearance import ceil_to, ite_intervals
 from tj_rl.env.errors import ScenarioError
 from tj_rl.env.scenario import Scenario, open_xml
 from tj_rl.env.shield import PhaseProgram, derive_program
@@ -128,6 +128,38 @@ def _programs(
     return progs
 
 
+def _crossing_links(net: sumolib.net.Net, path: Path) -> dict[str, dict[int, str]]:
+    """Per light, its link indices that signal a pedestrian crossing -> the crossing's lane.
+    sumolib leaves these connections out unless it reads every pedestrian connection (which
+    would also join sidewalks to the lanes whose chains ``_lane_table`` walks), so one pass
+    over the net's ``<connection>`` elements finds them."""
+    crossings = {e.getID() for e in net.getEdges(withInternal=True) if e.getFunction() == "crossing"}
+    out: dict[str, dict[int, str]] = {}
+    if not crossings:
+        return out
+    for _, elem in ET.iterparse(open_xml(path), events=("end",)):
+        if elem.tag == "connection" and elem.get("tl") and elem.get("to") in crossings:
+            lane = f"{elem.get('to')}_{elem.get('toLane', '0')}"
+            for key in ("linkIndex", "linkIndex2"):
+                if elem.get(key) not in (None, "-1"):
+                    out.setdefault(elem.attrib["tl"], {})[int(elem.attrib[key])] = lane
+        elem.clear()
+    return out
+
+
+def _crossing_clear(
+    net: sumolib.net.Net, lanes: dict[int, str], n_links: int, speed: float | None, step: float
+) -> tuple[float, ...]:
+    """Per link index: crossing length / ``speed`` rounded up to the step (0 for other links)."""
+    if speed is None or not lanes:
+        return ()
+    out = [0.0] * n_links
+    for k, lane in lanes.items():
+        if 0 <= k < n_links:
+            out[k] = ceil_to(net.getLane(lane).getLength() / speed, step)
+    return tuple(out)
+
+
 def _lane_table(
     net: sumolib.net.Net,
     in_lanes: Sequence[str],
@@ -210,6 +242,8 @@ def _light(
     all_red: float | str,
     reach: float,
     step: float,
+    crossings: dict[int, str],
+    crossing_speed: float | None,
 ) -> LightTopology:
     tls_id = tls.getID()
     ite = "ite" in (yellow, all_red)
@@ -217,6 +251,9 @@ def _light(
         tls_id, phases, yellow_time=0.0 if ite else yellow, all_red_time=0.0 if ite else all_red
     )
     n_links = program.n_links
+    program = replace(
+        program, crossing_clear=_crossing_clear(net, crossings, n_links, crossing_speed, step)
+    )
     links: list[tuple[str, str, str]] = [("", "", "")] * n_links
     for in_lane, out_lane, index in tls.getConnections():
         if index >= n_links:
@@ -272,11 +309,19 @@ def _light(
 
 
 def read_topology(
-    scenario: Scenario, *, yellow_time: float | str, all_red_time: float | str, reach: float
+    scenario: Scenario,
+    *,
+    yellow_time: float | str,
+    all_red_time: float | str,
+    reach: float,
+    crossing_speed: float | None = None,
 ) -> NetTopology:
     """Read the controlled lights of ``scenario`` (all lights when ``scenario.tls_ids`` is None);
-    ``"ite"`` for a clearance time computes it per light (``clearance.ite_intervals``)."""
+    ``"ite"`` for a clearance time computes it per light (``clearance.ite_intervals``).
+    ``crossing_speed`` (m/s; None: off) times the clearance of signalled pedestrian crossings
+    (``PhaseProgram.crossing_clear``: a crossing's length at that walking speed)."""
     net = _read_net(scenario.net_file)
+    crossings = _crossing_links(net, scenario.net_file) if crossing_speed is not None else {}
     tls_by_id = {t.getID(): t for t in net.getTrafficLights()}
     progs = _programs(net, scenario.additional_files)
     wanted = scenario.tls_ids if scenario.tls_ids is not None else tuple(sorted(tls_by_id))
@@ -302,6 +347,8 @@ def read_topology(
                     all_red=all_red_time,
                     reach=reach,
                     step=scenario.step_length,
+                    crossings=crossings.get(tls_id, {}),
+                    crossing_speed=crossing_speed,
                 )
             )
         except ScenarioError as exc:

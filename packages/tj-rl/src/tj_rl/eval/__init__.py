@@ -10,7 +10,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
         "episodes": ["MetricsTable", "evaluate", "policy_scenario", "run_episode"],
-        "heldout": ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"],
+        "heldout": ["HELDOUT_METRICS", "PEDESTRIAN_METRICS", "HeldOutTable", "evaluate_heldout"],
         "jobs": ["EpisodeJob", "run_job", "run_jobs"],
     },
 )

@@ -15,6 +15,7 @@ episode by the env's episode count) are dropped: each episode runs the route fil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from tj_rl.eval.episodes import policy_scenario
 from tj_rl.eval.jobs import EpisodeJob, run_jobs
 from tj_rl.traffic.demand import DemandSet
 
-__all__ = ["HELDOUT_METRICS", "HeldOutTable", "evaluate_heldout"]
+__all__ = ["HELDOUT_METRICS", "PEDESTRIAN_METRICS", "HeldOutTable", "evaluate_heldout"]
 
 # The table's columns: traffic metrics from SUMO's outputs, then every named safety cost (summed
 # over the episode's steps and lights).
@@ -40,6 +41,9 @@ HELDOUT_METRICS: tuple[str, ...] = (
     "throughput",
     *(f"cost_{c}" for c in COST_NAMES),
 )
+# shown after them when some episode had pedestrians: their mean wait (a controller that starves
+# a crossing shows here, not in the vehicles' delay)
+PEDESTRIAN_METRICS: tuple[str, ...] = ("persons", "avg_ped_waiting")
 
 
 @dataclass(kw_only=True)
@@ -57,11 +61,18 @@ class HeldOutTable:
         out: dict[str, dict[str, Spread]] = {}
         for pol in self.policies:
             rows = [r for r in self.rows if r["policy"] == pol]
-            out[pol] = {m: spread(r[m] for r in rows) for m in metrics}
+            out[pol] = {m: spread(r.get(m, math.nan) for r in rows) for m in metrics}
         return out
 
-    def to_markdown(self, metrics: Sequence[str] = HELDOUT_METRICS, digits: int = 2) -> str:
-        """Policies as rows, metrics as columns: ``mean ± std [min, max]`` per cell."""
+    @property
+    def has_pedestrians(self) -> bool:
+        return any(r.get("persons", 0) > 0 for r in self.rows)
+
+    def to_markdown(self, metrics: Sequence[str] | None = None, digits: int = 2) -> str:
+        """Policies as rows, metrics as columns: ``mean ± std [min, max]`` per cell (default:
+        ``HELDOUT_METRICS``, and ``PEDESTRIAN_METRICS`` when the traffic had pedestrians)."""
+        if metrics is None:
+            metrics = (*HELDOUT_METRICS, *(PEDESTRIAN_METRICS if self.has_pedestrians else ()))
         head = ["policy", "episodes", *metrics]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for pol, cols in self.summary(metrics).items():

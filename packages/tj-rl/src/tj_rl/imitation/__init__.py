@@ -12,6 +12,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     submod_attrs={
         "demonstrations": ["Demonstrations", "discounted_returns", "record_demonstrations"],
         "config": ["CloneConfig"],
-        "cloning": ["CloneResult", "clone"],
+        "cloning": ["CloneResult", "clone", "value_weight"],
     },
 )

@@ -3,7 +3,9 @@
 The loss is the cross-entropy of the masked logits against the teacher's green plus
 ``value_coeff`` times the squared error of the value head against the recorded returns (PPO then
 starts with a critic that already knows the scale of the returns, so its first advantages do not
-undo the clone). A held-out share of the samples picks the epoch: training stops after
+undo the clone), divided by the training returns' variance when that exceeds 1: the value head
+shares the controller's tokens, and returns of -86 +- 33 (Braunschweig) otherwise drown the
+cross-entropy (the clone of a fixed cycle there got 10% of its choices right; 99% scaled). A held-out share of the samples picks the epoch: training stops after
 ``patience`` epochs without a better validation loss and the best epoch's weights are restored.
 With the teacher's regrets (``Demonstrations.regrets``, ``weighting="regret"``) each decision's
 cross-entropy is weighted by what a wrong green costs there (cost-sensitive imitation, AggreVaTe:
@@ -29,13 +31,15 @@ from tj_rl.control.actor import Actor
 from tj_rl.imitation.config import CloneConfig
 from tj_rl.imitation.demonstrations import Demonstrations
 
-__all__ = ["CloneConfig", "CloneResult", "clone"]
+__all__ = ["CloneConfig", "CloneResult", "clone", "value_weight"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class CloneResult:
     """What cloning reached: accuracy = share of samples where the clone's argmax is the
-    teacher's green; ``best_epoch`` is the one whose weights were kept."""
+    teacher's green; a decision with one legal green is always right, so
+    ``validation_choice_accuracy`` counts only those with a choice (NaN: none);
+    ``best_epoch`` is the one whose weights were kept."""
 
     samples: int
     dropped: int
@@ -43,6 +47,7 @@ class CloneResult:
     best_epoch: int
     train_accuracy: float
     validation_accuracy: float
+    validation_choice_accuracy: float
     validation_loss: float
 
 
@@ -52,13 +57,21 @@ def _tensors(batch: dict[str, np.ndarray]) -> dict[str, Tensor]:
 
 def _losses(actor: Actor, batch: dict[str, Tensor],
             value_coeff: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """(total loss, weighted cross-entropy, correct count) of one batch."""
+    """(total loss, weighted cross-entropy, per-sample bool: the clone chose the teacher's green)
+    of one batch."""
     out = actor.forward(batch)
     ce = (F.cross_entropy(out.logits.float(), batch["actions"], reduction="none")
           * batch["weights"]).mean()  # fmt: skip
     value = F.mse_loss(out.value.float(), batch["returns"].float())
-    correct = (out.logits.argmax(-1) == batch["actions"]).sum()
+    correct = out.logits.argmax(-1) == batch["actions"]
     return ce + value_coeff * value, ce, correct
+
+
+def value_weight(coeff: float, returns: np.ndarray) -> float:
+    """The value loss's weight: ``coeff`` over the returns' variance when that exceeds 1 (the
+    squared error then reads as the share of the returns' variance left unexplained, whatever
+    the reward's scale), else ``coeff`` itself."""
+    return coeff / max(float(np.var(returns)), 1.0) if len(returns) else coeff
 
 
 def _take(demos: Demonstrations, rows: np.ndarray, weights: np.ndarray) -> dict[str, Tensor]:
@@ -66,18 +79,23 @@ def _take(demos: Demonstrations, rows: np.ndarray, weights: np.ndarray) -> dict[
 
 
 def _evaluate(actor: Actor, demos: Demonstrations, index: np.ndarray, batch: int,
-              value_coeff: float, weights: np.ndarray) -> tuple[float, float]:  # fmt: skip
-    """(mean cross-entropy, accuracy) over ``index``, without gradients."""
+              value_coeff: float, weights: np.ndarray) -> tuple[float, float, float]:  # fmt: skip
+    """(mean cross-entropy, accuracy, accuracy on the decisions with more than one legal green)
+    over ``index``, without gradients (NaN where there is nothing to count)."""
     if len(index) == 0:
-        return math.nan, math.nan
-    ce_sum, correct = 0.0, 0
+        return math.nan, math.nan, math.nan
+    ce_sum, correct, choices, right_choices = 0.0, 0, 0, 0
     with torch.no_grad():
         for start in range(0, len(index), batch):
             rows = index[start:start + batch]
             _, ce, right = _losses(actor, _take(demos, rows, weights), value_coeff)
+            choice = torch.from_numpy(demos.obs["action_mask"][rows].astype(bool).sum(-1) > 1)
             ce_sum += float(ce) * len(rows)
-            correct += int(right)
-    return ce_sum / len(index), correct / len(index)
+            correct += int(right.sum())
+            choices += int(choice.sum())
+            right_choices += int((right & choice).sum())
+    return (ce_sum / len(index), correct / len(index),
+            right_choices / choices if choices else math.nan)  # fmt: skip
 
 
 def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
@@ -100,6 +118,7 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
     kept = rng.permutation(kept)
     n_val = max(1, round(len(kept) * cfg.validation_fraction))
     val, train = kept[:n_val], kept[n_val:]
+    value_coeff = value_weight(cfg.value_coeff, demos.returns[train])
     optimiser = torch.optim.Adam(params, lr=cfg.lr)
     best = (math.inf, 0, [copy.deepcopy(m.state_dict()) for m in modules])
     epoch = 0
@@ -108,14 +127,14 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
             m.train()
         for start in range(0, len(train), cfg.batch):
             batch = _take(demos, train[start:start + cfg.batch], weights)
-            loss, _, _ = _losses(actor, batch, cfg.value_coeff)
+            loss, _, _ = _losses(actor, batch, value_coeff)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
         train = rng.permutation(train)
         for m in modules:
             m.eval()
-        val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff, weights)
+        val_loss, val_acc, _ = _evaluate(actor, demos, val, cfg.batch, value_coeff, weights)
         if progress is not None:
             progress(epoch, val_loss, val_acc)
         if val_loss < best[0] - 1e-6:
@@ -125,8 +144,9 @@ def clone(actor: Actor, modules: Sequence[nn.Module], demos: Demonstrations,
     for m, state in zip(modules, best[2], strict=True):
         m.load_state_dict(state)
         m.eval()
-    val_loss, val_acc = _evaluate(actor, demos, val, cfg.batch, cfg.value_coeff, weights)
-    _, train_acc = _evaluate(actor, demos, train, cfg.batch, cfg.value_coeff, weights)
+    val_loss, val_acc, val_choice = _evaluate(actor, demos, val, cfg.batch, value_coeff, weights)
+    _, train_acc, _ = _evaluate(actor, demos, train, cfg.batch, value_coeff, weights)
     return CloneResult(samples=len(kept), dropped=len(demos) - len(kept), epochs=epoch,
                        best_epoch=best[1], train_accuracy=train_acc,
-                       validation_accuracy=val_acc, validation_loss=val_loss)  # fmt: skip
+                       validation_accuracy=val_acc, validation_choice_accuracy=val_choice,
+                       validation_loss=val_loss)  # fmt: skip

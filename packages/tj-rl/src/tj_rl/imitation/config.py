@@ -13,7 +13,8 @@ __all__ = ["CloneConfig"]
 @dataclass(kw_only=True)
 class CloneConfig:
     """How the clone trains: ``epochs`` at most, minibatches of ``batch`` samples, Adam at
-    ``lr``, the value loss weighted by ``value_coeff``, ``validation_fraction`` of the samples
+    ``lr``, the value loss weighted by ``value_coeff`` (over the returns' variance when that
+    exceeds 1: ``cloning.value_weight``), ``validation_fraction`` of the samples
     held out to stop after ``patience`` epochs without improvement; ``seed`` orders the data;
     ``weighting``: ``regret`` weighs each decision by the teacher's regrets where the
     demonstrations have them (cost-sensitive), ``none`` counts every decision alike."""
