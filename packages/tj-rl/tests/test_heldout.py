@@ -71,6 +71,7 @@ def test_pedestrian_columns_appear_when_the_traffic_has_pedestrians() -> None:
     assert table.has_pedestrians
     head = table.to_markdown().splitlines()[0]
     assert head.endswith("| persons | avg_ped_waiting |")
+    assert table.columns(("avg_delay", "persons")) == ("avg_delay", "persons", "avg_ped_waiting")
     summary = table.summary((*HELDOUT_METRICS, *PEDESTRIAN_METRICS))
     assert summary["a"]["avg_ped_waiting"] == Spread(40.0, 10.0, 30.0, 50.0, 2)
     assert summary["b"]["persons"].n == 0

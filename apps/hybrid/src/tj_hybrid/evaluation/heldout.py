@@ -124,11 +124,8 @@ def held_out_set(table: HeldOutTable, metrics: Sequence[str], *,
     """One set as a phase keeps it: tj-rl's markdown table with its legend (the traffic and time
     windows, how each policy decides), every episode's row (with its window), the labels, and
     per policy and metric the spread over episodes (``tj_hybrid.results.HeldOutSet`` reads it
-    back). Traffic with pedestrians adds their count and mean wait (``PEDESTRIAN_METRICS``)."""
-    from tj_rl.eval import PEDESTRIAN_METRICS
-
-    if table.has_pedestrians:
-        metrics = (*metrics, *(m for m in PEDESTRIAN_METRICS if m not in metrics))
+    back). Traffic with pedestrians adds their count and mean wait (``HeldOutTable.columns``)."""
+    metrics = table.columns(metrics)
     legend = (f"Traffic: {traffic}.\n" if traffic else "") + table.legend()
     markdown = table.to_markdown(metrics) + (f"\n\n{legend}" if legend else "")
     return {"markdown": markdown, "rows": table.rows, "labels": dict(table.labels),

@@ -68,11 +68,17 @@ class HeldOutTable:
     def has_pedestrians(self) -> bool:
         return any(r.get("persons", 0) > 0 for r in self.rows)
 
+    def columns(self, metrics: Sequence[str] = HELDOUT_METRICS) -> tuple[str, ...]:
+        """``metrics``, then ``PEDESTRIAN_METRICS`` (those not already there) when the traffic
+        had pedestrians: the columns a report shows."""
+        extra = PEDESTRIAN_METRICS if self.has_pedestrians else ()
+        return (*metrics, *(m for m in extra if m not in metrics))
+
     def to_markdown(self, metrics: Sequence[str] | None = None, digits: int = 2) -> str:
         """Policies as rows, metrics as columns: ``mean ± std [min, max]`` per cell (default:
-        ``HELDOUT_METRICS``, and ``PEDESTRIAN_METRICS`` when the traffic had pedestrians)."""
+        ``columns()``)."""
         if metrics is None:
-            metrics = (*HELDOUT_METRICS, *(PEDESTRIAN_METRICS if self.has_pedestrians else ()))
+            metrics = self.columns()
         head = ["policy", "episodes", *metrics]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for pol, cols in self.summary(metrics).items():
