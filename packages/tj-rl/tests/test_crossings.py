@@ -101,6 +101,34 @@ def test_the_crossings_of_a_real_light_are_read_from_its_net(fokr: Scenario) -> 
     assert light.program.greens == plain.lights[0].program.greens
 
 
+def test_the_crossing_pass_is_made_once_per_net_file(fokr: Scenario, tmp_path: Path) -> None:
+    """Every env of a process builds its topology; the extra pass over the net's connections is
+    kept per file and made again when the file changes (a net rebuilt in place)."""
+    import gzip
+    import os
+
+    from tj_rl.env import topology
+
+    net = tmp_path / "fokr.net.xml"
+    net.write_bytes(gzip.decompress(fokr.net_file.read_bytes()))
+    sc = fokr.replace(net_file=net)
+    topology._connections_to_crossings.cache_clear()
+    first = read_topology(sc, yellow_time=3.0, all_red_time=2.0, reach=150, crossing_speed=1.2)
+    read_topology(sc, yellow_time=3.0, all_red_time=2.0, reach=150, crossing_speed=1.2)
+    info = topology._connections_to_crossings.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    # the same net with crossing link 38 no longer signalled: the cache must not answer
+    text = net.read_text()
+    signalled = 'to=":38_c0" fromLane="0" toLane="0" tl="38" linkIndex="38"'
+    assert text.count(signalled) == 1
+    net.write_text(text.replace(signalled, 'to=":38_c0" fromLane="0" toLane="0"'))
+    os.utime(net, ns=(net.stat().st_atime_ns, net.stat().st_mtime_ns + 10**9))
+    again = read_topology(sc, yellow_time=3.0, all_red_time=2.0, reach=150, crossing_speed=1.2)
+    assert topology._connections_to_crossings.cache_info().misses == 2
+    assert again.lights[0].program.crossing_clear[38] == 0.0
+    assert first.lights[0].program.crossing_clear[38] > 0
+
+
 def test_sumo_shows_the_crossing_clearance(fokr: Scenario, tmp_path: Path) -> None:
     """The env switches Braunschweig's light away from a green that shows crossings: SUMO's own
     states (SaveTLSStates, every 0.05 s) turn each such crossing red at the switch, and no link

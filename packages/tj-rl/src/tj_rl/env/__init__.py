@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "metrics": ["METRIC_NAMES", "EpisodeMetrics", "Spread"],
         "native_reader": ["NativeReaderError", "build_native_reader"],
         "observation": ["LANE_FEATURES"],
+        "person_flows": ["late_person_flows"],
         "rewards": ["REWARDS"],
         "runtime": ["SUMO_VERSION"],
         "scenario": ["Scenario", "TimeWindow", "parse_time", "sumocfg_stem"],

@@ -29,7 +29,7 @@ import numpy as np
 import traci.constants as tc
 
 from tj_rl.env.errors import ScenarioError
-from tj_rl.env.scenario import open_xml
+from tj_rl.env.scenario import mentions, open_xml
 from tj_rl.env.topology import LightTopology
 
 __all__ = ["RED_RUN_ATTR", "RedLightLoops", "allows_red_running"]
@@ -37,25 +37,13 @@ __all__ = ["RED_RUN_ATTR", "RedLightLoops", "allows_red_running"]
 log = logging.getLogger(__name__)
 RED_RUN_ATTR = "jmDriveAfterRedTime"
 _RED = frozenset("ru")  # SUMO link states that stop a vehicle (red, red-yellow)
-_CHUNK = 1 << 20
-
-
-def _mentions(path: Path, word: bytes) -> bool:
-    """Whether ``word`` occurs in the (plain or gzipped) file: a byte scan, no XML parse."""
-    tail = b""
-    with open_xml(path) as stream:
-        while chunk := stream.read(_CHUNK):
-            if word in tail + chunk:
-                return True
-            tail = chunk[-len(word) :]
-    return False
 
 
 def allows_red_running(files: Iterable[str | Path]) -> bool:
     """Whether a ``vType`` of ``files`` (route or additional files) has ``jmDriveAfterRedTime``
     >= 0. Files that never name the attribute are only scanned for it, not parsed."""
     for path in map(Path, files):
-        if not _mentions(path, RED_RUN_ATTR.encode()):
+        if not mentions(path, RED_RUN_ATTR.encode()):
             continue
         try:
             with open_xml(path) as stream:

@@ -26,7 +26,16 @@ from sumolib.miscutils import humanReadableTime, parseTime
 
 from tj_rl.env.errors import ScenarioError
 
-__all__ = ["Scenario", "TimeWindow", "check_xml", "clock", "open_xml", "parse_time", "sumocfg_stem"]
+__all__ = [
+    "Scenario",
+    "TimeWindow",
+    "check_xml",
+    "clock",
+    "mentions",
+    "open_xml",
+    "parse_time",
+    "sumocfg_stem",
+]
 
 _EPS = 1e-6
 TimeValue = float | int | str
@@ -105,6 +114,18 @@ def open_xml(path: Path) -> IO[bytes]:
     with open(path, "rb") as f:
         magic = f.read(2)
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def mentions(path: Path, word: bytes) -> bool:
+    """Whether ``word`` occurs in the (plain or gzipped) file: a byte scan, no XML parse (so a
+    check for a rare element costs files that lack it a read, not a parse)."""
+    tail = b""
+    with open_xml(path) as stream:
+        while chunk := stream.read(1 << 20):
+            if word in tail + chunk:
+                return True
+            tail = chunk[-len(word) :]
+    return False
 
 
 def check_xml(path: Path, kind: str) -> None:

@@ -35,6 +35,7 @@ from tj_rl.env.features import (
 )
 from tj_rl.env.metrics import EpisodeMetrics, metrics_args, parse_episode_metrics
 from tj_rl.env.native_reader import NativeVehicleReader
+from tj_rl.env.person_flows import warn_late_person_flows
 from tj_rl.env.red_light import RedLightLoops, allows_red_running
 from tj_rl.env.scenario import Scenario
 from tj_rl.env.shield import derive_program
@@ -139,6 +140,7 @@ class SumoSession:
             args += metrics_args(self.workdir)
         try:
             files = (*self.scenario.route_files, *self.scenario.additional_files)
+            warn_late_person_flows(files, self.scenario.begin)
             self.red = RedLightLoops(self.topology.lights) if allows_red_running(files) else None
             if self.red is not None:
                 _add_additional(args, self.red.write(self.workdir / "red-light.add.xml"))

@@ -12,6 +12,7 @@ take the movement of their incoming lane. Vehicles on other lanes are not part o
 
 from __future__ import annotations
 
+import functools
 import logging
 import xml.etree.ElementTree as ET
 from collections import deque
@@ -132,18 +133,31 @@ def _crossing_links(net: sumolib.net.Net, path: Path) -> dict[str, dict[int, str
     """Per light, its link indices that signal a pedestrian crossing -> the crossing's lane.
     sumolib leaves these connections out unless it reads every pedestrian connection (which
     would also join sidewalks to the lanes whose chains ``_lane_table`` walks), so one pass
-    over the net's ``<connection>`` elements finds them."""
-    crossings = {e.getID() for e in net.getEdges(withInternal=True) if e.getFunction() == "crossing"}
+    over the net's ``<connection>`` elements finds them; the pass is kept per net file (path,
+    size and modification time), so every env of a process pays it once."""
+    if not any(e.getFunction() == "crossing" for e in net.getEdges(withInternal=True)):
+        return {}
+    stat = Path(path).stat()
+    found = _connections_to_crossings(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    return {tls: dict(links) for tls, links in found.items()}  # the caller's own copy
+
+
+@functools.lru_cache(maxsize=8)
+def _connections_to_crossings(path: str, size: int, mtime_ns: int) -> dict[str, dict[int, str]]:
+    """The pass of ``_crossing_links`` (``size`` and ``mtime_ns`` only key the cache): net files
+    list every edge before any connection, so the crossings are known when the connections come."""
+    del size, mtime_ns
     out: dict[str, dict[int, str]] = {}
-    if not crossings:
-        return out
-    for _, elem in ET.iterparse(open_xml(path), events=("end",)):
-        if elem.tag == "connection" and elem.get("tl") and elem.get("to") in crossings:
+    crossings: set[str] = set()
+    for _, elem in ET.iterparse(open_xml(Path(path)), events=("end",)):
+        if elem.tag == "edge" and elem.get("function") == "crossing":
+            crossings.add(elem.attrib["id"])
+        elif elem.tag == "connection" and elem.get("tl") and elem.get("to") in crossings:
             lane = f"{elem.get('to')}_{elem.get('toLane', '0')}"
             for key in ("linkIndex", "linkIndex2"):
                 if elem.get(key) not in (None, "-1"):
                     out.setdefault(elem.attrib["tl"], {})[int(elem.attrib[key])] = lane
-        elem.clear()
+        elem.clear()  # an element's attributes are read at its end; nothing needs its children
     return out
 
 
