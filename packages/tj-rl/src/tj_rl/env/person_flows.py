@@ -34,7 +34,7 @@ def late_person_flows(files: Iterable[str | Path], begin: float) -> dict[Path, l
         stat = path.stat()
         found = _late(str(path.resolve()), stat.st_size, stat.st_mtime_ns, float(begin))
         if found:
-            out[path] = found
+            out[path] = list(found)  # the caller's own copy of the cached list
     return out
 
 

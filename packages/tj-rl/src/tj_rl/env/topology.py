@@ -116,14 +116,15 @@ def _programs(
             progs[tls.getID()] = [(p.state, float(p.duration)) for p in last.getPhases()]
     for path in additional:
         try:
-            for _, elem in ET.iterparse(open_xml(path), events=("end",)):
-                if elem.tag == "tlLogic":
-                    phases = [
-                        (p.attrib["state"], float(p.attrib.get("duration", 0)))
-                        for p in elem.iter("phase")
-                    ]
-                    progs[elem.attrib["id"]] = phases
-                    elem.clear()
+            with open_xml(path) as stream:
+                for _, elem in ET.iterparse(stream, events=("end",)):
+                    if elem.tag == "tlLogic":
+                        phases = [
+                            (p.attrib["state"], float(p.attrib.get("duration", 0)))
+                            for p in elem.iter("phase")
+                        ]
+                        progs[elem.attrib["id"]] = phases
+                        elem.clear()
         except (ET.ParseError, KeyError, ValueError) as exc:
             raise ScenarioError(f"additional file {path}: bad <tlLogic> ({exc})") from exc
     return progs
@@ -135,29 +136,33 @@ def _crossing_links(net: sumolib.net.Net, path: Path) -> dict[str, dict[int, str
     would also join sidewalks to the lanes whose chains ``_lane_table`` walks), so one pass
     over the net's ``<connection>`` elements finds them; the pass is kept per net file (path,
     size and modification time), so every env of a process pays it once."""
-    if not any(e.getFunction() == "crossing" for e in net.getEdges(withInternal=True)):
+    crossings = frozenset(
+        e.getID() for e in net.getEdges(withInternal=True) if e.getFunction() == "crossing"
+    )
+    if not crossings:
         return {}
     stat = Path(path).stat()
-    found = _connections_to_crossings(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    found = _connections_to_crossings(
+        str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, crossings
+    )
     return {tls: dict(links) for tls, links in found.items()}  # the caller's own copy
 
 
 @functools.lru_cache(maxsize=8)
-def _connections_to_crossings(path: str, size: int, mtime_ns: int) -> dict[str, dict[int, str]]:
-    """The pass of ``_crossing_links`` (``size`` and ``mtime_ns`` only key the cache): net files
-    list every edge before any connection, so the crossings are known when the connections come."""
+def _connections_to_crossings(
+    path: str, size: int, mtime_ns: int, crossings: frozenset[str]
+) -> dict[str, dict[int, str]]:
+    """The pass of ``_crossing_links`` (``size`` and ``mtime_ns`` only key the cache)."""
     del size, mtime_ns
     out: dict[str, dict[int, str]] = {}
-    crossings: set[str] = set()
-    for _, elem in ET.iterparse(open_xml(Path(path)), events=("end",)):
-        if elem.tag == "edge" and elem.get("function") == "crossing":
-            crossings.add(elem.attrib["id"])
-        elif elem.tag == "connection" and elem.get("tl") and elem.get("to") in crossings:
-            lane = f"{elem.get('to')}_{elem.get('toLane', '0')}"
-            for key in ("linkIndex", "linkIndex2"):
-                if elem.get(key) not in (None, "-1"):
-                    out.setdefault(elem.attrib["tl"], {})[int(elem.attrib[key])] = lane
-        elem.clear()  # an element's attributes are read at its end; nothing needs its children
+    with open_xml(Path(path)) as stream:
+        for _, elem in ET.iterparse(stream, events=("end",)):
+            if elem.tag == "connection" and elem.get("tl") and elem.get("to") in crossings:
+                lane = f"{elem.get('to')}_{elem.get('toLane', '0')}"
+                for key in ("linkIndex", "linkIndex2"):
+                    if elem.get(key) not in (None, "-1"):
+                        out.setdefault(elem.attrib["tl"], {})[int(elem.attrib[key])] = lane
+            elem.clear()
     return out
 
 
