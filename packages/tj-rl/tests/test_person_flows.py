@@ -23,6 +23,7 @@ ROUTES = """<routes>
     <personFlow id="later" begin="300" end="400" period="20" type="ped"><walk from="a" to="b"/></personFlow>
     <personFlow id="counted" begin="50" number="2" period="10" type="ped"><walk from="a" to="b"/></personFlow>
     <personFlow id="endless" begin="0:0:10" period="30" type="ped"><walk from="a" to="b"/></personFlow>
+    <personFlow id="hourly" begin="100" number="2" personsPerHour="360" type="ped"><walk from="a" to="b"/></personFlow>
     <flow id="cars" begin="0" end="900" period="5" from="a" to="b"/>
 </routes>
 """
@@ -40,6 +41,8 @@ def test_the_flows_that_begin_before_and_end_after_the_begin_are_late(tmp_path: 
     assert found == {plain: ["spans", "endless"], packed: ["spans", "endless"]}
     assert late_person_flows([plain], begin=0.0) == {}
     assert late_person_flows([plain], begin=600.0) == {plain: ["endless"]}
+    # "hourly" sends 2 persons 10 s apart from 100 s (personsPerHour, no period): over by 120 s
+    assert late_person_flows([plain], begin=110.0) == {plain: ["spans", "endless", "hourly"]}
 
 
 def test_a_changed_file_is_read_again_and_a_broken_one_is_an_error(tmp_path: Path) -> None:

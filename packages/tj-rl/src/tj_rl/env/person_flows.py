@@ -77,11 +77,15 @@ def _late(path: str, size: int, mtime_ns: int, begin: float) -> list[str]:
 
 
 def _end(elem: ET.Element, start: float) -> float:
-    """When a flow stops: its ``end``, else ``begin + number x period`` when both are given, else
-    never (SUMO's flows without an end run to the simulation's end)."""
+    """When a flow stops: its ``end``, else ``begin + number x period`` when both are given (the
+    period from ``personsPerHour`` / ``perHour`` too), else never (SUMO's flows without an end
+    run to the simulation's end; ``probability`` flows have no fixed period)."""
     if elem.get("end") is not None:
         return parse_time(elem.attrib["end"], what="personFlow end")
     number, period = elem.get("number"), elem.get("period")
+    hourly = elem.get("personsPerHour", elem.get("perHour"))
+    if period is None and hourly is not None and float(hourly) > 0:
+        period = str(3600.0 / float(hourly))
     if number is not None and period is not None:
         return start + float(number) * parse_time(period, what="personFlow period")
     return float("inf")
