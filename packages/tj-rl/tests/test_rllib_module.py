@@ -441,3 +441,29 @@ def test_module_names_are_lazy(fresh_python) -> None:
         "print(before, 'torch' in sys.modules and 'ray' in sys.modules)\n"
     )
     assert fresh_python(code, timeout=180) == "[] True"
+
+
+def test_unpad_counts_each_lights_greens_so_program_order_wraps_there() -> None:
+    """SUMO's ``tools/game/square`` (lights with 1 or 2 greens) padded to 4 actions: the graph
+    batch's ``phase_count`` is each light's own green count (as phase 1's recorded batches have
+    it), so the controller's program order wraps at the light's greens, not at the padding."""
+    from tj_models.controller import _program_order
+
+    root = sumo_home() / "tools/game/square"
+    sc = Scenario(net_file=root / "square.net.xml", route_files=(root / "square.rou.xml",),
+                  end=30.0)  # fmt: skip
+    env = TrafficSignalCore(EnvConfig(metrics=False, max_phases=4), scenario=sc)
+    try:
+        obs, _ = env.reset(seed=0)
+        greens = {i: lt.program.n_greens for i, lt in env.lights.items()}
+    finally:
+        env.close()
+    ids = sorted(obs)
+    g = unpad_observations(_to_batch([obs[i] for i in ids]))
+    assert g.phase_count.tolist() == [greens[i] for i in ids]
+    assert {1, 2} <= set(greens.values())
+    order = _program_order(g, 4)
+    for row, i, cur in zip(order.tolist(), ids, g.phase.tolist(), strict=True):
+        n = greens[i]
+        want = [1 + (j - cur) % n for j in range(n)] if cur >= 0 else [0] * n
+        assert row[:n] == want, (i, row)  # the green before the current one is the last: n

@@ -17,6 +17,7 @@ from tj_data import SchemaMismatchError, collate_graphs
 from tj_models import TrafficAgent, TrafficAgentConfig
 from tj_rl.control import FixedTimePolicy
 from tj_rl.control.actor import Actor, fields_of
+from tj_rl.control.unpad import unpad_observations
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
 from tj_rl.env.runtime import sumo_home
 from tj_rl.rollout import gae
@@ -187,6 +188,10 @@ def test_rollout_graph_fields(square_steps) -> None:
                   for o in picked]  # fmt: skip
     assert g.phase.tolist() == want_phase
     assert g.time_in_phase.tolist() == [float(o["time_in_phase"][0]) for o in picked]
+    # each light's own green count, as the padded path reads it (program order wraps there)
+    greens = g.phase_count.tolist()
+    assert greens == unpad_observations(_to_batch(picked)).phase_count.tolist()
+    assert all(1 <= c <= width for c in greens)
 
 
 # ---------------------------------------------------------------------- fragment_samples

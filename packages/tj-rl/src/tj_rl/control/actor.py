@@ -52,7 +52,7 @@ PHASE_INPUTS = ("lanes", "lane_mask", "phase_lanes")
 # GraphInput fields that tj-models' read_graph checks when validation is on
 _GRAPH_FIELDS = (
     *("x", "edge_index", "edge_attr", "batch", "ptr"),
-    *("movement", "phase", "time_in_phase"),
+    *("movement", "phase", "time_in_phase", "phase_count"),
 )
 
 

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from tj_models import GraphInput
 
-__all__ = ["OBSERVATION_KEYS", "phase_index", "unpad_observations"]
+__all__ = ["OBSERVATION_KEYS", "green_count", "phase_index", "unpad_observations"]
 
 # the observation keys the graph module reads (``observation.py``; the last three: phase competition)
 OBSERVATION_KEYS: tuple[str, ...] = (
@@ -47,10 +47,23 @@ def phase_index(one_hot: Tensor) -> Tensor:
     return torch.where(hot.any(-1), hot.long().argmax(-1), none)
 
 
+def green_count(phase_lanes: Tensor) -> Tensor:
+    """[B] int64: how many greens each light has, from ``phase_lanes`` [B, P, L] (a real green
+    serves or feeds at least one lane; padded rows are all 0, and real greens come first).
+
+    It is tj-models' ``phase_count``: the controller's program order wraps at it, as it does on
+    phase 1's recorded batches (the padded width P would put the greens before the current one
+    at the wrong distance on a light with fewer greens than P)."""
+    real = (phase_lanes != 0).any(-1)  # [B, P]
+    rank = torch.arange(1, real.shape[-1] + 1, device=real.device)
+    return (real.long() * rank).amax(-1)
+
+
 def unpad_observations(obs: Mapping[str, Tensor]) -> GraphInput:
     """One ``GraphInput`` (PyG names: ``x``, ``edge_index`` batch-global, ``edge_attr``, ``batch``,
-    ``ptr``, ``movement``, per-graph ``phase`` and ``time_in_phase``) from a batch of padded
-    observations (tensors with a leading batch axis; masks of any integer or bool dtype)."""
+    ``ptr``, ``movement``, per-graph ``phase``, ``time_in_phase`` and, when the batch has
+    ``phase_lanes``, ``phase_count``) from a batch of padded observations (tensors with a leading
+    batch axis; masks of any integer or bool dtype)."""
     nodes = obs["nodes"]
     b, n, f = nodes.shape
     node_mask = obs["node_mask"].bool()
@@ -81,4 +94,5 @@ def unpad_observations(obs: Mapping[str, Tensor]) -> GraphInput:
         movement=obs["movement"].reshape(b * n)[flat].long(),
         phase=phase_index(obs["phase"][:, :width]),
         time_in_phase=obs["time_in_phase"].reshape(b).float(),
+        phase_count=green_count(obs["phase_lanes"]) if "phase_lanes" in obs else None,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tj_models import GraphInput
-from tj_rl.control.unpad import phase_index
+from tj_rl.control.unpad import green_count, phase_index
 
 __all__ = ["rollout_graph"]
 
@@ -29,4 +29,5 @@ def rollout_graph(batch: Any) -> GraphInput:
         movement=batch.movement.long(),
         phase=phase_index(batch.phase[:, :width]),
         time_in_phase=batch.time_in_phase.reshape(-1).float(),
+        phase_count=green_count(batch.phase_lanes),
     )
