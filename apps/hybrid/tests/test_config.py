@@ -45,6 +45,12 @@ def test_the_cpu_profile_says_how_long_before_it_starts() -> None:
     assert cfg.scenario.env.obs_radius == 200.0 and cfg.scenario.env.max_nodes == 256
     assert cfg.phase2.imitation.lookahead_s == 40.0
     assert cfg.phase2.imitation.lookahead_sees == "observed"
+    # choices on 12 validation episodes, on route seeds never trained on nor held out
+    val, demand = cfg.phase2.validation, cfg.phase2.demand
+    assert len(val.route_seeds) * len(val.sumo_seeds) == 12
+    trained = set(range(1, demand.train_seeds + 1))
+    assert set(val.route_seeds).isdisjoint(trained | set(demand.heldout_seeds))
+    assert set(val.sumo_seeds).isdisjoint(cfg.phase2.eval.sumo_seeds)
     assert describe_profile("custom", "x") == "profile custom (x)"
 
 

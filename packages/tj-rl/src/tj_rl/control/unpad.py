@@ -53,7 +53,9 @@ def green_count(phase_lanes: Tensor) -> Tensor:
 
     It is tj-models' ``phase_count``: the controller's program order wraps at it, as it does on
     phase 1's recorded batches (the padded width P would put the greens before the current one
-    at the wrong distance on a light with fewer greens than P)."""
+    at the wrong distance on a light with fewer greens than P). A green that moves no vehicle
+    (a pedestrian-only one) has an all-0 row: as the last green of a program it is not counted.
+    On SUMO's fokr_bs_demo, fkk_in, A10KW and DRT every light's count is its green count."""
     real = (phase_lanes != 0).any(-1)  # [B, P]
     rank = torch.arange(1, real.shape[-1] + 1, device=real.device)
     return (real.long() * rank).amax(-1)
