@@ -1,6 +1,7 @@
 """Shared fixtures: the embedded default scenario and a small generated grid, both cut short, the
-shield checker, a fresh interpreter for tests about what a new process loads, and a recorded
-episode with an exact comparison for tests that two env configurations behave the same."""
+shield checker, a fresh interpreter for tests about what a new process loads, a recorded
+episode with an exact comparison for tests that two env configurations behave the same, and the
+stacking of padded observations into one torch batch."""
 
 from __future__ import annotations
 
@@ -148,6 +149,18 @@ def episode_trace():
 @pytest.fixture(scope="session")
 def assert_identical():
     return _assert_identical
+
+
+def _to_batch(observations: list[dict[str, np.ndarray]]) -> dict:
+    """Padded observations stacked into one torch batch (a leading sample axis per key)."""
+    import torch
+
+    return {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+
+
+@pytest.fixture(scope="session")
+def to_batch():
+    return _to_batch
 
 
 @pytest.fixture

@@ -55,66 +55,12 @@ def module(spaces) -> TrafficRLModule:
     return _build(spaces)
 
 
-def _to_batch(observations: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
-
-
 def _sample_obs(space, rng: np.random.Generator, n: int) -> list[dict[str, np.ndarray]]:
     space.seed(int(rng.integers(2**31)))
     return [space.sample() for _ in range(n)]
 
 
-# ---------------------------------------------------------------------- unpadding
-def _padded(n_nodes: int, n_edges: int, real_nodes, edges, n_phases: int = 3) -> dict:
-    """One padded observation: ``real_nodes`` slots are real (node features = 10 * slot + column),
-    ``edges`` [(src, dst, real)] local slots (edge features = 100 + 10 * index + column)."""
-    nodes = np.zeros((n_nodes, 9), np.float32)
-    mask = np.zeros(n_nodes, np.int8)
-    for s in real_nodes:
-        nodes[s] = 10 * s + np.arange(9)
-        mask[s] = 1
-    ei = np.zeros((2, n_edges), np.int64)
-    ea = np.zeros((n_edges, 4), np.float32)
-    em = np.zeros(n_edges, np.int8)
-    for k, (a, b, real) in enumerate(edges):
-        ei[:, k] = (a, b)
-        ea[k] = 100 + 10 * k + np.arange(4)
-        em[k] = real
-    phase = np.zeros(n_phases + 3, np.float32)
-    return {
-        "nodes": nodes, "node_mask": mask, "movement": np.arange(n_nodes, dtype=np.int64) + 1,
-        "edge_index": ei, "edge_attr": ea, "edge_mask": em, "phase": phase,
-        "time_in_phase": np.zeros(1, np.float32), "action_mask": np.ones(n_phases, np.int8),
-    }  # fmt: skip
-
-
-def test_unpad_hand_built_batch() -> None:
-    """Three samples of 4 node and 4 edge slots: a prefix of 3 real nodes with 2 real edges (and
-    a padded one), an empty sample, and real nodes in slots 1 and 3 only, whose edges include one
-    into a padding node (dropped: masks are honoured) and a masked one."""
-    a = _padded(4, 4, [0, 1, 2], [(1, 0, 1), (2, 1, 1), (0, 0, 0)])
-    b = _padded(4, 4, [], [])
-    c = _padded(4, 4, [1, 3], [(3, 1, 1), (0, 3, 1), (1, 3, 0), (1, 3, 1)])
-    a["phase"][1], c["phase"][2] = 1.0, 1.0  # current greens 1 and 2; b: none (-1)
-    a["time_in_phase"][0], b["time_in_phase"][0], c["time_in_phase"][0] = 12.0, 0.0, 30.0
-    batch = _to_batch([a, b, c])
-    before = {k: v.clone() for k, v in batch.items()}
-    g = unpad_observations(batch)
-    assert g.ptr.tolist() == [0, 3, 3, 5]  # node offsets per sample
-    assert g.batch.tolist() == [0, 0, 0, 2, 2]
-    x = [a["nodes"][0], a["nodes"][1], a["nodes"][2], c["nodes"][1], c["nodes"][3]]
-    np.testing.assert_array_equal(g.x.numpy(), np.stack(x))
-    assert g.movement.tolist() == [1, 2, 3, 2, 4]
-    # sample a: local ids + 0; sample c: slot 1 -> node 3, slot 3 -> node 4
-    assert g.edge_index.tolist() == [[1, 2, 4, 3], [0, 1, 3, 4]]
-    edge_attr = [a["edge_attr"][0], a["edge_attr"][1], c["edge_attr"][0], c["edge_attr"][3]]
-    np.testing.assert_array_equal(g.edge_attr.numpy(), np.stack(edge_attr))
-    assert g.phase.tolist() == [1, -1, 2] and g.time_in_phase.tolist() == [12.0, 0.0, 30.0]
-    assert g.x.dtype == torch.float32 and g.edge_index.dtype == torch.int64
-    for k, v in batch.items():  # the input is untouched
-        assert torch.equal(v, before[k]) and v.dtype == before[k].dtype
-
-
+# ---------------------------------------------------------------------- unpadding (more: test_unpad.py)
 def _unpad_reference(obs: list[dict[str, np.ndarray]]):
     """The same graph batch built sample by sample (a loop: the definition, not the fast path)."""
     xs, edges, attrs, offset = [], [], [], 0
@@ -133,9 +79,9 @@ def _unpad_reference(obs: list[dict[str, np.ndarray]]):
 
 @_FAST
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 5))
-def test_unpad_equals_a_per_sample_loop(spaces, seed: int, n: int) -> None:
+def test_unpad_equals_a_per_sample_loop(spaces, to_batch, seed: int, n: int) -> None:
     obs = _sample_obs(spaces[0], np.random.default_rng(seed), n)  # random masks, any slots
-    g = unpad_observations(_to_batch(obs))
+    g = unpad_observations(to_batch(obs))
     x, edge_index, attrs = _unpad_reference(obs)
     np.testing.assert_array_equal(g.x.numpy(), x)
     np.testing.assert_array_equal(g.edge_index.numpy(), edge_index)
@@ -146,13 +92,15 @@ def test_unpad_equals_a_per_sample_loop(spaces, seed: int, n: int) -> None:
 # ---------------------------------------------------------------------- masking
 @_FAST
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 4), data=st.data())
-def test_actions_always_in_the_mask_and_input_unchanged(module, spaces, seed, n, data) -> None:
+def test_actions_always_in_the_mask_and_input_unchanged(
+    module, spaces, to_batch, seed, n, data
+) -> None:
     n_actions = int(spaces[1].n)
     obs = _sample_obs(spaces[0], np.random.default_rng(seed), n)
     for o in obs:
         bits = data.draw(st.lists(st.booleans(), min_size=n_actions, max_size=n_actions))
         o["action_mask"] = np.array(bits if any(bits) else [1, *bits[1:]], np.int8)
-    batch = _to_batch(obs)
+    batch = to_batch(obs)
     before = {k: v.clone() for k, v in batch.items()}
     allowed = batch["action_mask"].bool()
     for forward in (module.forward_exploration, module.forward_inference, module.forward_train):
@@ -168,9 +116,9 @@ def test_actions_always_in_the_mask_and_input_unchanged(module, spaces, seed, n,
         assert torch.equal(v, before[k]) and v.dtype == before[k].dtype, k
 
 
-def test_forward_train_outputs_values(module, spaces) -> None:
+def test_forward_train_outputs_values(module, spaces, to_batch) -> None:
     obs = _sample_obs(spaces[0], np.random.default_rng(0), 3)
-    batch = {Columns.OBS: _to_batch(obs)}
+    batch = {Columns.OBS: to_batch(obs)}
     out = module.forward_train(batch)
     assert out[Columns.EMBEDDINGS].shape == (3,)
     values = module.compute_values(batch)  # a fresh pass gives the same values
@@ -180,13 +128,13 @@ def test_forward_train_outputs_values(module, spaces) -> None:
     )
 
 
-def test_sampling_forwards_skip_the_mode_flip_only_without_mode_layers(spaces) -> None:
+def test_sampling_forwards_skip_the_mode_flip_only_without_mode_layers(spaces, to_batch) -> None:
     """Without dropout the sampling forwards leave the module's mode alone and equal RLlib's own
     (eval-mode) forward; with dropout RLlib's flip to eval mode still happens."""
     from ray.rllib.core.rl_module.torch import TorchRLModule
 
     obs = _sample_obs(spaces[0], np.random.default_rng(3), 4)
-    batch = {Columns.OBS: _to_batch(obs)}
+    batch = {Columns.OBS: to_batch(obs)}
     plain = _build(spaces)
     plain.train()
     calls: list[bool] = []
@@ -226,7 +174,7 @@ def _city_scenario(out: Path) -> Scenario:
 
 
 @pytest.mark.slow
-def test_city_net_lights_share_one_space_and_module(tmp_path: Path) -> None:
+def test_city_net_lights_share_one_space_and_module(tmp_path: Path, to_batch) -> None:
     """SUMO's OSM city net: 15 lights with 2..10 greens and 4..49 lane rows. Padded to the
     scenario, all share one space; one module runs on all their observations at once and only
     ever picks actions their shields accept."""
@@ -246,7 +194,7 @@ def test_city_net_lights_share_one_space_and_module(tmp_path: Path) -> None:
         for _ in range(10):
             agents = list(obs)
             assert all(spaces_[0].contains(obs[a]) for a in agents)
-            batch = _to_batch([obs[a] for a in agents])
+            batch = to_batch([obs[a] for a in agents])
             seen_nodes += int(batch["node_mask"].sum())
             out = module.forward_exploration({Columns.OBS: batch})
             actions = TorchCategorical.from_logits(out[Columns.ACTION_DIST_INPUTS]).sample()
@@ -270,11 +218,11 @@ def _loss(module: TrafficRLModule, batch: dict) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("mode", ["frozen", "finetune"])
-def test_frozen_gnn_is_unchanged_by_an_optimizer_step(spaces, mode: str) -> None:
+def test_frozen_gnn_is_unchanged_by_an_optimizer_step(spaces, to_batch, mode: str) -> None:
     """As RLlib's torch learner does: Adam over every module parameter, one step on a loss of the
     module's outputs. A frozen GNN gets no gradient and stays in eval mode; finetune trains it."""
     module = _build(spaces, GraphModuleConfig(gnn=mode))
-    batch = {Columns.OBS: _to_batch(_sample_obs(spaces[0], np.random.default_rng(4), 6))}
+    batch = {Columns.OBS: to_batch(_sample_obs(spaces[0], np.random.default_rng(4), 6))}
     gnn0 = {k: v.clone() for k, v in module.gnn.state_dict().items()}
     ctl0 = {k: v.clone() for k, v in module.controller.state_dict().items()}
     optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
@@ -303,7 +251,7 @@ def _agent_dir(tmp_path: Path, movements: int, seed: int = 1, node_features: int
     return agent.save(tmp_path / "agent")
 
 
-def test_loads_the_phase1_gnn_from_an_agent_directory(spaces, tmp_path: Path) -> None:
+def test_loads_the_phase1_gnn_from_an_agent_directory(spaces, to_batch, tmp_path: Path) -> None:
     movements = int(spaces[0]["movement"].high.max()) + 1
     directory = _agent_dir(tmp_path, movements=movements + 3)
     agent = TrafficAgent.load(directory)
@@ -316,7 +264,7 @@ def test_loads_the_phase1_gnn_from_an_agent_directory(spaces, tmp_path: Path) ->
     assert module.controller.max_actions == 6  # ... sized for the env's (padded) actions
     fresh = _build(spaces, GraphModuleConfig(), seed=7).gnn.state_dict()  # random init differs
     assert not torch.equal(fresh["input.weight"], loaded["input.weight"])
-    obs = _to_batch(_sample_obs(spaces[0], np.random.default_rng(0), 2))
+    obs = to_batch(_sample_obs(spaces[0], np.random.default_rng(0), 2))
     out = module.forward_exploration({Columns.OBS: obs})
     assert out[Columns.ACTION_DIST_INPUTS].shape == (2, 6)
 
@@ -362,14 +310,14 @@ def test_config_round_trip_and_validation() -> None:
         GraphModuleConfig.from_dict({"gnn_mode": "frozen"})
 
 
-def test_spec_builds_with_rllibs_own_model_config_keys(spaces) -> None:
+def test_spec_builds_with_rllibs_own_model_config_keys(spaces, to_batch) -> None:
     """RLlib merges its keys (PPO: vf_share_layers) into model_config: the module ignores them."""
     config = GraphModuleConfig(gnn="finetune", validate=True)
     spec = graph_module_spec(config, observation_space=spaces[0], action_space=spaces[1])
     spec.model_config = {**spec.model_config, "vf_share_layers": False}
     module = spec.build()
     assert isinstance(module, TrafficRLModule) and module.module_config == config
-    obs = _to_batch(_sample_obs(spaces[0], np.random.default_rng(1), 2))
+    obs = to_batch(_sample_obs(spaces[0], np.random.default_rng(1), 2))
     out = module.forward_exploration({Columns.OBS: obs})  # through tj-models' input checks
     assert torch.isfinite(out[Columns.ACTION_DIST_INPUTS]).all()
     multi = shared_module_spec(GraphModuleConfig())
@@ -442,28 +390,3 @@ def test_module_names_are_lazy(fresh_python) -> None:
     )
     assert fresh_python(code, timeout=180) == "[] True"
 
-
-def test_unpad_counts_each_lights_greens_so_program_order_wraps_there() -> None:
-    """SUMO's ``tools/game/square`` (lights with 1 or 2 greens) padded to 4 actions: the graph
-    batch's ``phase_count`` is each light's own green count (as phase 1's recorded batches have
-    it), so the controller's program order wraps at the light's greens, not at the padding."""
-    from tj_models.controller import _program_order
-
-    root = sumo_home() / "tools/game/square"
-    sc = Scenario(net_file=root / "square.net.xml", route_files=(root / "square.rou.xml",),
-                  end=30.0)  # fmt: skip
-    env = TrafficSignalCore(EnvConfig(metrics=False, max_phases=4), scenario=sc)
-    try:
-        obs, _ = env.reset(seed=0)
-        greens = {i: lt.program.n_greens for i, lt in env.lights.items()}
-    finally:
-        env.close()
-    ids = sorted(obs)
-    g = unpad_observations(_to_batch([obs[i] for i in ids]))
-    assert g.phase_count.tolist() == [greens[i] for i in ids]
-    assert {1, 2} <= set(greens.values())
-    order = _program_order(g, 4)
-    for row, i, cur in zip(order.tolist(), ids, g.phase.tolist(), strict=True):
-        n = greens[i]
-        want = [1 + (j - cur) % n for j in range(n)] if cur >= 0 else [0] * n
-        assert row[:n] == want, (i, row)  # the green before the current one is the last: n
