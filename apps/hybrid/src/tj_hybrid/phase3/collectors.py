@@ -67,7 +67,7 @@ def collector_main(spec: CollectorSpec, index: int, incarnation: int, conn: Conn
     die_with_parent(parent)
     # SIGTERM (the pool's close, or the rank dying) ends the loop through ``finally``: the env
     # closes SUMO and removes its episode folder
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    stopping = exit_on_sigterm()
     logging.basicConfig(level=spec.log_level)
     import torch
 
@@ -81,12 +81,37 @@ def collector_main(spec: CollectorSpec, index: int, incarnation: int, conn: Conn
                                  shield_threshold=spec.shield_threshold,
                                  dz_guard=spec.dz_guard)  # fmt: skip
     try:
-        for fragment in collector.fragments():
+        send_fragments(collector.fragments(), conn, stopping)
+    finally:
+        collector.close()
+
+
+def exit_on_sigterm() -> Callable[[], bool]:
+    """Make SIGTERM raise ``SystemExit(0)`` in this process; returns whether it has come."""
+    came = threading.Event()
+
+    def _exit(*_: object) -> None:
+        came.set()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, _exit)
+    return came.is_set
+
+
+def send_fragments(fragments: Iterator[Any], conn: Connection,
+                   stopping: Callable[[], bool]) -> None:  # fmt: skip
+    """Send each fragment until the rank closes its end. An error raised once ``stopping()`` is
+    the stop itself: a C extension that SIGTERM interrupts turns the handler's ``SystemExit`` into
+    its own error (safetensors' ``get_tensor`` reading the last published weights raises
+    ``ValueError: could not determine the shape ...``), which is no failure to report."""
+    try:
+        for fragment in fragments:
             conn.send(fragment)
     except (BrokenPipeError, EOFError, ConnectionResetError):
         pass  # the rank is done with us
-    finally:
-        collector.close()
+    except Exception:
+        if not stopping():
+            raise
 
 
 @dataclass(kw_only=True)
