@@ -2,9 +2,9 @@
 
 The pool stops its collectors with SIGTERM, whose handler raises ``SystemExit(0)``. When the
 signal lands inside a C extension, the extension turns that exit into its own error: safetensors'
-``get_tensor`` raised ``ValueError: could not determine the shape of object type
-'torch.storage.UntypedStorage'`` in 14 of 30 collectors stopped while reading weights, and phase 3
-printed the traceback after its last iteration. ``send_fragments`` treats any error after the
+``get_tensor`` raises ``ValueError: could not determine the shape of object type
+'torch.storage.UntypedStorage'`` (14 of 30 processes that SIGTERM stopped in a loop of reads, a
+probe), and phase 3 printed that traceback after its last iteration in 2 of 6 runs. ``send_fragments`` treats any error after the
 signal as the stop. The child below makes the signal land exactly there (it signals itself inside
 the generator and converts the exit as the extension does), so nothing depends on timing.
 """
