@@ -106,6 +106,7 @@ def test_eval_margins_add_named_hysteresis_baselines() -> None:
         ("phase2.eval.margins=[2, .inf]", "margins must be finite and > 0"),
         ("phase2.eval.margins=[2, 2]", "margins: each at most once"),
         ("phase2.eval.baselines=[smart]", "phase2.eval.baselines"),
+        ("phase2.eval.reuse_rows=sometimes", "phase2.eval.reuse_rows"),
         ("scenario.plans=actuated", "scenario.plans: Input should be 'own' or 'rebuilt'"),
     ],
 )

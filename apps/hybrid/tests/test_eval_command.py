@@ -88,6 +88,13 @@ def test_eval_puts_the_agent_against_the_baselines_in_its_own_folder(
     for text in (out.stdout, (folder / "report.md").read_text()):
         assert "- held-out: agent " in text and "against the best baseline, max-pressure" in text
     assert f"report: {folder / 'report.md'}" in out.stdout
+    # again on the same data root: every episode's row comes from the row cache, unchanged
+    again = _app("eval", "--agent", str(agents["fits"]), *SMALL_EVAL, "--set",
+                 f"run.root={tmp_path / 'again'}", "--set", f"run.data_root={tmp_path / 'data'}")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "4 of 4 episode(s) from the row cache" in again.stdout + again.stderr
+    (second,) = (tmp_path / "again").iterdir()
+    assert json.loads((second / "eval.json").read_text()) == evaluation
 
 
 @pytest.mark.parametrize("which", ["missing", "not_an_agent", "too_small", "none"])

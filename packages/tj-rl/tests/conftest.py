@@ -1,5 +1,5 @@
 """Shared fixtures: the embedded default scenario and a small generated grid, both cut short, the
-shield checker, a fresh interpreter for tests about what a new process loads, a recorded
+shield checker, a tiny untrained agent that fits the default light, a fresh interpreter for tests about what a new process loads, a recorded
 episode with an exact comparison for tests that two env configurations behave the same, and the
 stacking of padded observations into one torch batch."""
 
@@ -29,6 +29,26 @@ REPO = Path(__file__).resolve().parents[3]
 def default_sc() -> Scenario:
     """The embedded default scenario (one light, 4 green phases), 2 minutes long."""
     return default_scenario(REPO / "configs/scenarios/default/default.sumocfg").replace(end=120.0)
+
+
+@pytest.fixture(scope="session")
+def default_agent(tmp_path_factory: pytest.TempPathFactory, default_sc: Scenario) -> Path:
+    """A tiny tj-models agent folder that fits the default light (untrained weights, seed 0)."""
+    from dataclasses import replace
+
+    import torch
+
+    from tj_models import TrafficAgent, TrafficAgentConfig
+    from tj_rl.control.fit import check_spaces
+
+    core = TrafficSignalCore(EnvConfig(metrics=False), scenario=default_sc)
+    light = core.possible_agents[0]
+    greens, lanes = check_spaces(core.observation_spaces[light], core.action_spaces[light])
+    core.close()
+    base = TrafficAgentConfig.preset("tiny", max_actions=greens)
+    torch.manual_seed(0)
+    config = replace(base, gnn=replace(base.gnn, num_movements=lanes))
+    return TrafficAgent(config).save(tmp_path_factory.mktemp("agent") / "agent")
 
 
 @pytest.fixture(scope="session")

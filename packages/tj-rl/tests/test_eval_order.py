@@ -19,13 +19,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-import torch
 
-from tj_models import TrafficAgent, TrafficAgentConfig
 from tj_rl.control import MaxOccupancyPolicy
 from tj_rl.control.agent_policy import AgentPolicy
-from tj_rl.control.fit import check_spaces
-from tj_rl.env import EnvConfig, Scenario, SumoStartError, TrafficSignalCore
+from tj_rl.env import EnvConfig, Scenario, SumoStartError
 from tj_rl.eval.heldout import HELDOUT_METRICS, evaluate_heldout
 from tj_rl.eval.jobs import EpisodeJob, run_jobs
 from tj_rl.traffic.demand import DemandPool
@@ -44,28 +41,15 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, default_sc: Scenario):
     return config, held.files[0]
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory, default_sc: Scenario) -> Path:
-    """A tiny tj-models agent that fits the default light (untrained weights)."""
-    core = TrafficSignalCore(EnvConfig(metrics=False), scenario=default_sc)
-    light = core.possible_agents[0]
-    greens, lanes = check_spaces(core.observation_spaces[light], core.action_spaces[light])
-    core.close()
-    base = TrafficAgentConfig.preset("tiny", max_actions=greens)
-    torch.manual_seed(0)
-    config = replace(base, gnn=replace(base.gnn, num_movements=lanes))
-    return TrafficAgent(config).save(tmp_path_factory.mktemp("agent") / "agent")
-
-
 def _outcome(row: dict) -> dict:
     return {k: row[k] for k in _OUTCOME}
 
 
 def test_a_baseline_gives_the_same_row_before_and_after_an_agent_episode(
-    traffic, agent: Path, default_sc: Scenario
+    traffic, default_agent: Path, default_sc: Scenario
 ) -> None:
     config, held = traffic
-    policies = {"before": "max-pressure", "agent": AgentPolicy(agent), "after": "max-pressure"}
+    policies = {"before": "max-pressure", "agent": AgentPolicy(default_agent), "after": "max-pressure"}
     table = evaluate_heldout(default_sc, policies, [held], seeds=[7], config=config)
     rows = {r["policy"]: r for r in table.rows}
     assert [r["policy"] for r in table.rows] == ["before", "agent", "after"]  # one env, in order
@@ -78,13 +62,13 @@ def test_a_baseline_gives_the_same_row_before_and_after_an_agent_episode(
 
 
 def test_workers_give_the_rows_a_serial_run_gives(
-    traffic, agent: Path, default_sc: Scenario, caplog: pytest.LogCaptureFixture
+    traffic, default_agent: Path, default_sc: Scenario, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``workers=2``: the same rows, in the same order, episode indices included; the agent and a
     policy object travel pickled to spawned processes and are rebuilt there."""
     config, held = traffic
     sc = default_sc.replace(end=90.0)
-    policies = {"mp": "max-pressure", "agent": AgentPolicy(agent), "mo": MaxOccupancyPolicy()}
+    policies = {"mp": "max-pressure", "agent": AgentPolicy(default_agent), "mo": MaxOccupancyPolicy()}
     serial = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config)
     parallel = evaluate_heldout(sc, policies, [held], seeds=[7, 8], config=config, workers=2,
                                 progress=True)

@@ -115,8 +115,14 @@ class EvalSection:
     # ... but only when the rest of a table would take longer than this in the phase, judged by
     # its first episodes (a worker takes seconds to start: python, torch, the agent); 0: always
     spawn_after_s: float = 60.0
+    # keep every episode's row in ``<run.data_root>/eval-rows`` and take it from there when the
+    # policy, traffic, SUMO seed, env settings and code are the same (tj-rl's ``RowCache``): the
+    # baselines run once per traffic, not in every phase, run and training seed; false: all run
+    reuse_rows: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.reuse_rows, bool):
+            raise ValueError(f"reuse_rows must be true or false, got {self.reuse_rows!r}")
         if not self.sumo_seeds:
             raise ValueError("sumo_seeds: at least one")
         if self.workers != "auto" and (

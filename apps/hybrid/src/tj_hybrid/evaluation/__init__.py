@@ -21,6 +21,7 @@ from tj_hybrid.evaluation.heldout import (
     evaluate_policies,
     evaluate_validation,
     held_out_set,
+    row_cache,
     save_evaluation,
     weighted_cost,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "plans_note",
     "plot_heldout",
     "plot_learning",
+    "row_cache",
     "save_evaluation",
     "series",
     "verdict",

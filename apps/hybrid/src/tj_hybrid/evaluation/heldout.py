@@ -27,6 +27,7 @@ __all__ = [
     "evaluate_policies",
     "evaluate_validation",
     "held_out_set",
+    "row_cache",
     "save_evaluation",
     "weighted_cost",
 ]
@@ -66,6 +67,17 @@ def _workers(cfg: HybridConfig) -> int:
     return n
 
 
+def row_cache(cfg: HybridConfig) -> Any:
+    """Where evaluations keep their episodes' rows (``phase2.eval.reuse_rows``): a tj-rl
+    ``RowCache`` in ``eval-rows/`` of the data root, shared by every scenario, run and phase
+    (rows are keyed by policy, traffic, SUMO seed, env settings and code); None: every episode
+    runs."""
+    from tj_hybrid.data_paths import data_root
+    from tj_rl.eval import RowCache
+
+    return RowCache(data_root(cfg) / "eval-rows") if cfg.phase2.eval.reuse_rows else None
+
+
 def _score(table: HeldOutTable, cost_weights: Mapping[str, float] | None) -> HeldOutTable:
     """Each row's weighted episode cost (``cost``), when there are weights."""
     if cost_weights is not None:
@@ -84,7 +96,7 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     env = _env(setup, cost_weights)
     metrics = HELDOUT_METRICS if cost_weights is None else EVAL_METRICS
     named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
-    workers = _workers(cfg)
+    workers, cache = _workers(cfg), row_cache(cfg)
     out: dict[str, Any] = {}
     for label, demand in zip(SETS, (setup.held_out, setup.held_out_heavy), strict=True):
         with torch_threads(1):  # one small forward per decision (see training/threads.py)
@@ -92,7 +104,7 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
                                      cfg.phase2.eval.sumo_seeds, config=env,
                                      training_seeds=(), workers=workers,
                                      spawn_after_s=cfg.phase2.eval.spawn_after_s,
-                                     progress=True)  # fmt: skip
+                                     progress=True, cache=cache)  # fmt: skip
         out[label] = held_out_set(_score(table, cost_weights), metrics,
                                   traffic=demand.describe())  # fmt: skip
     return out
@@ -114,7 +126,7 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
                                  name="validation", workers=_workers(cfg),
                                  spawn_after_s=cfg.phase2.eval.spawn_after_s,
-                                 progress=True)  # fmt: skip
+                                 progress=True, cache=row_cache(cfg))  # fmt: skip
     return held_out_set(_score(table, cost_weights), EVAL_METRICS,
                         traffic=setup.validation.describe())  # fmt: skip
 

@@ -33,6 +33,7 @@ def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     """``{policy: (mean, worst)}`` average delay over the validation episodes (every training
     window x validation route file x validation SUMO seed); ``backend``: the env's SUMO backend
     (``traci`` while PPO runs: the driver's own env runner holds this process's libsumo)."""
+    from tj_hybrid.evaluation import row_cache
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import evaluate_heldout
 
@@ -43,7 +44,7 @@ def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     with torch_threads(1):
         table = evaluate_heldout(setup.scenario, dict(policies), setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=env,
-                                 name="validation")  # fmt: skip
+                                 name="validation", cache=row_cache(cfg))  # fmt: skip
     out = {}
     for policy, cols in table.summary(("avg_delay",)).items():
         s = cols["avg_delay"]

@@ -82,6 +82,10 @@ class AdvancedMaxPressurePolicy:
         self.horizon = None if horizon is None else float(horizon)
         self.weight = float(weight)
 
+    def fingerprint(self) -> str:
+        """What decides its episodes (``tj_rl.eval.row_cache``): its horizon and weight."""
+        return f"{type(self).__name__}(horizon={self.horizon!r}, weight={self.weight!r})"
+
     def reset(self, env: TrafficSignalCore) -> None:
         seconds = env.config.delta_time if self.horizon is None else self.horizon
         self.weights = {a: efficient_pressure_weights(lt) for a, lt in env.lights.items()}

@@ -62,6 +62,7 @@ class AgentPolicy:
         self._options = {"sample": sample, "seed": seed, "device": str(device),
                          "shield_threshold": shield_threshold}  # fmt: skip
         self.agent: TrafficAgent = TrafficAgent.load(self.agent_dir, map_location=device)
+        self._files = _folder_digests(self.agent_dir)  # what was loaded, for ``fingerprint``
         self.agent.eval()
         self.device = torch.device(device)
         self.sample = sample
@@ -73,6 +74,15 @@ class AgentPolicy:
         """Pickled as its folder and options (``evaluate_heldout(workers=)`` sends policies to
         worker processes): loaded and verified again where it lands; draws restart at ``seed``."""
         return (_load_again, (self.agent_dir, self._options))
+
+    def fingerprint(self) -> str | None:
+        """The agent folder's files (names and bytes) and the options that change its actions
+        (``tj_rl.eval.row_cache``); None when it samples (its draws carry over between
+        episodes, so a row depends on the episodes before it)."""
+        if self.sample:
+            return None
+        options = {k: self._options[k] for k in ("device", "shield_threshold")}
+        return f"AgentPolicy({self._files!r}, {options!r})"
 
     @property
     def max_actions(self) -> int:
@@ -123,6 +133,13 @@ class AgentPolicy:
     def actions(self, batch: Mapping[str, Tensor]) -> Tensor:
         """``[B]`` int64 actions: the masked argmax, or a seeded draw when ``sample``."""
         return self.actor.act(batch, sample=self.sample, generator=self.generator).action
+
+
+def _folder_digests(folder: Path) -> list[tuple[str, str]]:
+    from tj_rl.eval.row_cache import file_digest
+
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return [(p.relative_to(folder).as_posix(), file_digest(p)) for p in files]
 
 
 def _load_again(agent_dir: Path, options: dict[str, Any]) -> AgentPolicy:

@@ -88,6 +88,10 @@ def _current(obs: Mapping[str, np.ndarray], n: int) -> int:
 
 
 class FixedTimePolicy:
+    def fingerprint(self) -> str:
+        """What decides its episodes (``tj_rl.eval.row_cache``): nothing but its class."""
+        return type(self).__name__
+
     def reset(self, env: TrafficSignalCore) -> None:
         self.programs = {a: lt.program for a, lt in env.lights.items()}
         self.max_green = env.config.max_green
@@ -114,6 +118,10 @@ class _ScoredPolicy:
         if not (math.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin must be a finite number >= 0, got {margin}")
         self.margin = float(margin)
+
+    def fingerprint(self) -> str:
+        """What decides its episodes (``tj_rl.eval.row_cache``): its class and margin."""
+        return f"{type(self).__name__}(margin={self.margin!r})"
 
 
 class MaxPressurePolicy(_ScoredPolicy):

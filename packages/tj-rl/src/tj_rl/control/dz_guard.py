@@ -137,6 +137,14 @@ class GuardedPolicy:
     def compute_actions(self, obs, infos):
         return self.guard.apply(obs, self.policy.compute_actions(obs, infos))
 
+    def fingerprint(self) -> str | None:
+        """The guarded policy's fingerprint and the guard's settings (``tj_rl.eval.row_cache``);
+        None when the guarded policy has none."""
+        from tj_rl.eval.row_cache import policy_fingerprint
+
+        inner = policy_fingerprint(self.policy)
+        return None if inner is None else f"{type(self).__name__}({inner}, {self.guard.config!r})"
+
     def describe(self) -> str:
         from tj_rl.control.baselines import describe_policy
 

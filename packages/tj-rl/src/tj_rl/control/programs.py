@@ -43,6 +43,11 @@ class ScenarioProgramPolicy:
         return scenario.replace(net_file=self.source.net_file,
                                 additional_files=self.source.additional_files)  # fmt: skip
 
+    def fingerprint(self) -> str:
+        """Its class (``tj_rl.eval.row_cache``): the programs are in the files of the scenario
+        it runs on (``scenario_for``), which the cache hashes."""
+        return type(self).__name__
+
     def describe(self) -> str:
         return ("the scenario's own signal programs (its net's, or those its additional files "
                 "load), run by SUMO unchanged")  # fmt: skip
@@ -68,6 +73,11 @@ class SumoActuatedPolicy(ScenarioProgramPolicy):
 
     def scenario_for(self, scenario: Scenario) -> Scenario:
         return rebuilt_plans(scenario, spec=self.spec, cache_dir=self.cache_dir)
+
+    def fingerprint(self) -> str:
+        """Its netconvert options (``tj_rl.eval.row_cache``); the rebuilt net is hashed as
+        the scenario it runs on."""
+        return f"{type(self).__name__}({self.spec!r})"
 
     def describe(self) -> str:
         return (f"SUMO's gap-based actuated control on plans rebuilt from the net "

@@ -1,5 +1,6 @@
 """The evaluation room: whole episodes of any ``Policy`` (``evaluate``: a metrics table) and the
-held-out comparison of several policies on the same unseen traffic (``evaluate_heldout``).
+held-out comparison of several policies on the same unseen traffic (``evaluate_heldout``), whose
+episodes a ``RowCache`` keeps so that each runs once.
 """
 
 # Names load on first use (PEP 562 via lazy_loader): importing the room imports none of its
@@ -12,5 +13,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "episodes": ["MetricsTable", "evaluate", "policy_scenario", "run_episode"],
         "heldout": ["HELDOUT_METRICS", "PEDESTRIAN_METRICS", "HeldOutTable", "evaluate_heldout"],
         "jobs": ["EpisodeJob", "run_job", "run_jobs"],
+        "row_cache": ["RowCache", "policy_fingerprint"],
     },
 )

@@ -15,6 +15,7 @@ episode by the env's episode count) are dropped: each episode runs the route fil
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,9 +28,12 @@ from tj_rl.env.metrics import Spread, spread
 from tj_rl.env.scenario import Scenario
 from tj_rl.eval.episodes import policy_scenario
 from tj_rl.eval.jobs import EpisodeJob, run_jobs
+from tj_rl.eval.row_cache import RowCache
 from tj_rl.traffic.demand import DemandSet
 
 __all__ = ["HELDOUT_METRICS", "PEDESTRIAN_METRICS", "HeldOutTable", "evaluate_heldout"]
+
+log = logging.getLogger(__name__)
 
 # The table's columns: traffic metrics from SUMO's outputs, then every named safety cost (summed
 # over the episode's steps and lights).
@@ -158,6 +162,7 @@ def evaluate_heldout(
     workers: int = 1,
     spawn_after_s: float = 0.0,
     progress: bool = False,
+    cache: RowCache | None = None,
 ) -> HeldOutTable:
     """Run every policy on every time window x route file x SUMO seed of ``scenario``; one row
     each (``window``: its ``[begin, end]``).
@@ -173,7 +178,10 @@ def evaluate_heldout(
     (``tj_rl.eval.jobs``; policy objects must pickle), with the same rows in the same order;
     ``spawn_after_s`` > 0: only when the rest would take longer than that here, judged by the
     first (window, file, seed) (``run_jobs``). ``progress``: a bar over the episodes, with an
-    ETA (tj-monitor's; it needs its ``report`` extra, rich)."""
+    ETA (tj-monitor's; it needs its ``report`` extra, rich). ``cache``: rows kept from earlier
+    evaluations are taken from it and new ones put there (``tj_rl.eval.row_cache``: keyed by
+    policy, traffic, SUMO seed, env settings and code; a policy without a fingerprint always
+    runs); the table is the one a run without it gives."""
     if isinstance(route_files, DemandSet):
         name = route_files.name if name is None else name
         route_files = route_files.files
@@ -197,21 +205,89 @@ def evaluate_heldout(
     table = HeldOutTable(name=name or "held-out", policies=tuple(named),
                          labels={k: describe_policy(p) for k, p in made.items()},
                          windows=tuple(w.describe_windows() for w in scenario.each_window()))  # fmt: skip
-    jobs: list[EpisodeJob] = []
-    # serially a job is a whole (window, route file), its envs reused over the seeds; in
-    # workers one seed each, so that a few route files still fill the cores
-    parts = [tuple(seeds)] if workers == 1 else [(s,) for s in seeds]
+    slots = _slots(scenario, own, named, files, seeds, cfg, cache)
+    jobs = _jobs(slots, named, cfg, per_seed=workers > 1)
+    if cache is not None:
+        log.info("evaluation: %s: %d of %d episode(s) from the row cache (%s)", table.name,
+                 len(slots) - sum(j.episodes for j in jobs), len(slots), cache.directory)  # fmt: skip
+    bar = f"evaluating: {table.name}" if progress else None
+    ran = iter(row for rows in run_jobs(jobs, workers, spawn_after_s=spawn_after_s, progress=bar)
+               for row in rows)  # fmt: skip
+    for i, slot in enumerate(slots):
+        row = slot.row
+        if row is None:  # jobs run the missing slots in the slots' order
+            row = next(ran)
+            assert row["policy"] == slot.policy and row["seed"] == slot.seed
+            if cache is not None:
+                cache.put(slot.key, _episode_part(row))
+        else:
+            row = {"policy": slot.policy, **slot.meta, **row}
+        table.rows.append({**row, "episode": i})
+    return table
+
+
+@dataclass(kw_only=True)
+class _Slot:
+    """One (window, route file, SUMO seed, policy) episode of a table: its row when the cache
+    had it, else None (a job runs it)."""
+
+    meta: dict[str, Any]
+    scenarios: dict[str, Scenario]  # every policy's, for the job
+    seed: int
+    policy: str
+    key: str | None
+    row: dict[str, Any] | None
+
+
+def _slots(scenario: Scenario, own: Mapping[str, Scenario], named: Mapping[str, Any],
+           files: Sequence[Path], seeds: Sequence[int], cfg: EnvConfig,
+           cache: RowCache | None) -> list[_Slot]:  # fmt: skip
+    """Every episode of the table in its order (window, route file, SUMO seed, policy), each
+    looked up in ``cache`` (the policy's own scenario cut to the window, with the route file)."""
+    slots = []
     for w, window in enumerate(scenario.each_window()):
         begin, seconds = window.begin, window.end - window.begin
         for i, path in enumerate(files):
             scs = {k: sc.window(begin, seconds).with_routes(path) for k, sc in own.items()}
             meta = {"routes": path.name, "route_index": i, "window": [begin, window.end],
                     "window_index": w}  # fmt: skip
-            for part in parts:
-                first = sum(j.episodes for j in jobs)
-                jobs.append(EpisodeJob(scenarios=scs, policies=named, config=cfg, seeds=part,
-                                       first=first, meta=meta))  # fmt: skip
-    bar = f"evaluating: {table.name}" if progress else None
-    for rows in run_jobs(jobs, workers, spawn_after_s=spawn_after_s, progress=bar):
-        table.rows.extend(rows)
-    return table
+            for seed in seeds:
+                for name, pol in named.items():
+                    key = cache.key(pol, scs[name], cfg, seed) if cache is not None else None
+                    row = cache.get(key) if cache is not None else None
+                    slots.append(_Slot(meta=meta, scenarios=scs, seed=seed, policy=name,
+                                       key=key, row=row))  # fmt: skip
+    return slots
+
+
+def _jobs(slots: Sequence[_Slot], named: Mapping[str, Any], cfg: EnvConfig, *,
+          per_seed: bool) -> list[EpisodeJob]:  # fmt: skip
+    """Jobs for the slots without a row, in the slots' order: serially one per (window, route
+    file) and set of missing policies, its envs reused over its seeds; for workers one per
+    SUMO seed, so that a few route files still fill the cores."""
+    jobs: list[EpisodeJob] = []
+    pending: dict[tuple[int, int], dict[int, list[str]]] = {}  # (window, file) -> seed -> names
+    for s in slots:
+        if s.row is None:
+            at = (s.meta["window_index"], s.meta["route_index"])
+            pending.setdefault(at, {}).setdefault(s.seed, []).append(s.policy)
+    first = {(s.meta["window_index"], s.meta["route_index"]): s for s in slots}
+    for at, by_seed in pending.items():
+        groups: list[tuple[tuple[str, ...], list[int]]] = []
+        for seed, names in by_seed.items():
+            if not per_seed and groups and groups[-1][0] == tuple(names):
+                groups[-1][1].append(seed)
+            else:
+                groups.append((tuple(names), [seed]))
+        slot = first[at]
+        for names, part in groups:
+            jobs.append(EpisodeJob(scenarios={k: slot.scenarios[k] for k in names},
+                                   policies={k: named[k] for k in names}, config=cfg,
+                                   seeds=tuple(part), first=0, meta=slot.meta))  # fmt: skip
+    return jobs
+
+
+def _episode_part(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a row: the episode's own results, not where the table put it."""
+    where = {"policy", "episode", "routes", "route_index", "window", "window_index"}
+    return {k: v for k, v in row.items() if k not in where}
