@@ -97,6 +97,8 @@ def test_refusals_before_any_sumo_run(pool: DemandPool, default_sc: Scenario) ->
         evaluate_heldout(default_sc, ["fixed-time", "nope"], files, seeds=[7])
     with pytest.raises(ValueError, match="uniquely named"):
         evaluate_heldout(default_sc, ["greedy", "greedy"], files, seeds=[7])
+    with pytest.raises(ValueError, match="each at most once"):
+        evaluate_heldout(default_sc, ["greedy"], files, seeds=[7, 7])
     with pytest.raises(ValueError, match="metrics"):
         evaluate_heldout(default_sc, "greedy", files, [7], config=EnvConfig(metrics=False))
 

@@ -50,6 +50,7 @@ def test_a_cached_table_is_the_table_a_run_gives(
     second = evaluate_heldout(short, policies, [held], seeds=[7, 8], cache=again)
     assert (again.hits, again.misses) == (8, 0)  # nothing ran
     assert first.rows == plain.rows and second.rows == plain.rows  # order and indices included
+    assert [list(r) for r in second.rows] == [list(r) for r in plain.rows]  # and the keys' order
     assert [r["episode"] for r in second.rows] == list(range(8))
 
 

@@ -189,6 +189,9 @@ def evaluate_heldout(
     seeds = [int(s) for s in seeds]
     if not files or not seeds:
         raise ValueError("evaluate_heldout: need one or more route files and SUMO seeds")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"evaluate_heldout: SUMO seeds {seeds}: each at most once (a repeated "
+                         "seed is the same episode again)")  # fmt: skip
     clash = sorted(set(seeds) & {int(s) for s in training_seeds})
     if clash:
         raise ValueError(f"evaluate_heldout: SUMO seed(s) {clash} were used in training")
@@ -220,8 +223,8 @@ def evaluate_heldout(
             assert row["policy"] == slot.policy and row["seed"] == slot.seed
             if cache is not None:
                 cache.put(slot.key, _episode_part(row))
-        else:
-            row = {"policy": slot.policy, **slot.meta, **row}
+        else:  # the keys in a run row's order
+            row = {"policy": slot.policy, **slot.meta, "episode": i, **row}
         table.rows.append({**row, "episode": i})
     return table
 
