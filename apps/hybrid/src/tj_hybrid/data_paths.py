@@ -5,6 +5,8 @@
   phase1-<fingerprint>/{train,holdout}/      phase 1's stores, one per recording setting
   demand/                                    phase 2's demand pool and held-out sets (tj-rl)
   nets/                                      nets converted for the baselines (sumo-actuated)
+<run.data_root>/eval-rows/                   evaluated episodes' rows, every scenario's (keyed
+                                             by content: ``evaluation.row_cache``)
 ```
 Switching scenarios, or editing one, or changing a recording setting, finds (or makes) the data
 that belongs to it; nothing is refused or overwritten. An explicit ``phase1.data.path`` keeps
