@@ -1,12 +1,14 @@
 """The row cache: an evaluation with it gives the table a run without it gives, runs only the
 episodes it does not hold, and keys a row by everything that decides it (policy, traffic, SUMO
-seed, env settings, code) and nothing else. Real SUMO, 90-second episodes, a tiny agent with
-untrained weights."""
+seed, env settings, code) and nothing else; a damaged or half-written row is a miss. Real SUMO,
+90-second episodes, a tiny agent with untrained weights."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -131,3 +133,24 @@ def test_the_key_follows_what_decides_a_row(
     assert key(RandomPolicy()) is None and key(AgentPolicy(default_agent, sample=True)) is None
     assert key(cfg=replace(config, reward=lambda: None)) is None
     assert key("random") is not None  # by name: made afresh, seeded, for every episode
+
+
+def test_a_writer_killed_mid_row_leaves_a_miss_that_runs_again(
+    short: Scenario, held: Path, tmp_path: Path
+) -> None:
+    """A process that dies while writing a row leaves its temp file, never a half row under the
+    key: the episode runs again, and writing its row sweeps the dead writer's temp."""
+    cache = RowCache(tmp_path / "rows")
+    key = cache.key("max-pressure", short.with_routes(held), EnvConfig(metrics=True), 7)
+    path = cache.directory / key[:2] / f"{key}.json"
+    path.parent.mkdir(parents=True)
+    code = ("import os\nfrom tj_monitor import atomic_open\n"
+            f"with atomic_open({str(path)!r}) as f:\n"
+            "    f.write(b'{\"key\": \"' + b'x' * 64)\n    f.flush()\n    os._exit(9)\n")  # fmt: skip
+    died = subprocess.run([sys.executable, "-c", code], check=False)
+    assert died.returncode == 9
+    assert not path.exists() and len(list(path.parent.glob(".tmp-*"))) == 1
+    table = evaluate_heldout(short, ["max-pressure"], [held], seeds=[7], cache=cache)
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert json.loads(path.read_text())["row"]["avg_delay"] == table.rows[0]["avg_delay"]
+    assert list(path.parent.glob(".tmp-*")) == []

@@ -19,7 +19,8 @@ A row's key is the sha256 of:
   versions of SUMO, numpy, numba and torch. A changed source file is a new key; nothing is stale.
 
 Storage: one JSON file per row (tj-monitor's atomic write: a killed writer leaves a temp file, not
-a half row); a file that does not parse is a miss, deleted. Not tj-data's ``DiskCache``: its codec
+a half row, and the next write of that row sweeps it); a file that does not parse is a miss,
+deleted. Not tj-data's ``DiskCache``: its codec
 imports torch, which evaluation processes of baselines never need (5 s per process here), and rows
 are small flat dicts, so JSON (NaN included) is all they need. The folder grows by about 1 KB per
 episode and can be deleted at any time.
