@@ -11,7 +11,9 @@ __all__ = ["PROFILES", "auto_profile", "describe_profile"]
 PROFILES: dict[str, str] = {
     "smoke": "CPU-only or a quick check: tiny model, 2 gloo ranks, minutes",
     "cpu": "a real agent without a GPU: smoke's budgets, a 200 m view and a look-ahead teacher; "
-    "--phase all takes about 15 min on 2 cores",
+    "--phase all takes about 15 min on 2 cores on the 1-light embedded net, longer with more lights "
+    "(the teacher looks ahead per light: its scoring and demonstrations alone took 42 min on the "
+    "4-light arterial)",
     "normal": "a GPU workstation (the reference 2x RTX 2080 Ti, 16 GB RAM)",
     "max": "maximum throughput when RAM and VRAM allow: bigger batches, more workers",
     "low_memory": "tight host RAM: small budget, few workers, int8 features, chunk cache",
