@@ -120,7 +120,7 @@ def test_padded_rows_and_actions_are_ignored(env, blank) -> None:
     o["lanes"][_lane(env, "right0A0.100.00_1"), 0] = 3.0
     plain = _act(env, o)
     padded = dict(o)
-    padded["lanes"] = np.vstack([o["lanes"], np.full((10, 3), 50.0, np.float32)])
+    padded["lanes"] = np.vstack([o["lanes"], np.full((10, o["lanes"].shape[1]), 50.0, np.float32)])
     padded["action_mask"] = np.concatenate([o["action_mask"], [0, 0]]).astype(np.int8)
     padded["phase"] = np.concatenate([o["phase"][:4], [0.0, 0.0], o["phase"][-3:]])
     assert _act(env, padded) == plain == EW

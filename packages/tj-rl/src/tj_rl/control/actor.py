@@ -86,10 +86,13 @@ def choose(
 
 def _phase_inputs(controller: Controller, fields: Mapping[str, Tensor]) -> dict[str, Tensor]:
     """The controller's phase-competition keywords: each green's token reads the lanes it serves
-    (``phase_lanes``) and the lane rows (``lane_mask`` honoured); none without phase inputs."""
-    if not controller.config.movement_stats:
+    (``phase_lanes``) and the lane rows (``lane_mask`` honoured); none without phase inputs. A
+    controller made for fewer lane columns (an agent exported before the arrival columns: 3) reads
+    the first ones, which have kept their meaning."""
+    k = controller.config.movement_stats
+    if not k:
         return {}
-    lanes = fields["lanes"].float() * fields["lane_mask"].unsqueeze(-1).float()
+    lanes = fields["lanes"][..., :k].float() * fields["lane_mask"].unsqueeze(-1).float()
     return {"phase_movements": fields["phase_lanes"].float(), "movement_stats": lanes}
 
 

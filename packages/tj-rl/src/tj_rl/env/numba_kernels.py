@@ -38,7 +38,7 @@ except ImportError as exc:  # a dependency of tj-rl; say which kernel needs it
 
 from tj_rl.env.features import EDGE_FEATURES, NODE_FEATURES, GraphConfig
 from tj_rl.env.graphs import PaddedGraphs
-from tj_rl.env.observation import LaneLayout, split_lanes
+from tj_rl.env.observation import ARRIVAL_S, LANE_FEATURES, LaneLayout, split_lanes
 from tj_rl.env.rewards import LaneStats
 
 __all__ = ["graph_batch_numba", "lane_batch_numba", "safety_counts_numba"]
@@ -47,7 +47,10 @@ _NF, _EF = len(NODE_FEATURES), len(EDGE_FEATURES)
 # ROW_COLUMNS indices (as in graphs.py)
 _SPEED, _HSIN, _HCOS, _LEN = 2, 4, 5, 8
 _WAIT = 7
+_DIST = NODE_FEATURES.index("dist_to_stop_line")
 _X, _Y, _MOVE, _KEY = _NF, _NF + 1, _NF + 4, _NF + 6
+_NL = len(LANE_FEATURES)
+_SOON, _LATER = ARRIVAL_S
 
 
 @numba.njit(cache=True, nogil=True)
@@ -196,20 +199,29 @@ def _lanes(data, counts, offsets, capacity, incoming):  # pragma: no cover - jit
     count = np.zeros(total, np.float64)
     halting = np.zeros(total, np.float64)
     waiting = np.zeros(total, np.float64)
+    soon = np.zeros(total, np.float64)
+    later = np.zeros(total, np.float64)
     for li in range(data.shape[0]):  # rows in order: the sums of numpy's bincount
         for i in range(counts[li]):
             mv = np.intp(data[li, i, _MOVE]) + offsets[li]
             count[mv] += 1.0
-            if data[li, i, _SPEED] < 0.1:
+            speed, dist = data[li, i, _SPEED], data[li, i, _DIST]
+            if speed < 0.1:
                 halting[mv] += 1.0
+            elif dist >= 0.0:  # moving towards the stop line: seconds to reach it (float32)
+                eta = dist / speed
+                soon[mv] += 1.0 if eta <= _SOON else 0.0
+                later[mv] += 1.0 if eta <= _LATER else 0.0
             waiting[mv] += data[li, i, _WAIT]
-    feats = np.empty((total, 3), np.float32)  # observation.LANE_FEATURES
+    feats = np.empty((total, _NL), np.float32)  # observation.LANE_FEATURES
     count32 = count.astype(np.float32)
     queue = 0.0
     for j in range(total):
         feats[j, 0] = halting[j]
         feats[j, 1] = count32[j] / capacity[j]
         feats[j, 2] = waiting[j]
+        feats[j, 3] = soon[j]
+        feats[j, 4] = later[j]
         if incoming[j]:
             queue += halting[j]
     return count32, feats, queue

@@ -12,9 +12,12 @@ outgoing lanes; with ``EnvConfig`` padding P and L are the scenario's maxima, ``
 - ``phase`` float32 [P + 3]: one-hot current green, in-clearance flag, time in green / max green
   (clipped to 1), min-green-reached flag (the three flags are always the last three entries)
 - ``time_in_phase`` float32 [1]: seconds the current green has shown (0 during clearance)
-- ``lanes`` float32 [L, 3] per movement (incoming lane with its upstream lanes, outgoing lane with its
+- ``lanes`` float32 [L, 5] per movement (incoming lane with its upstream lanes, outgoing lane with its
   downstream lanes), over the vehicles within the observation radius: halting vehicles, occupancy
-  (vehicles per 7.5 m of observed road), summed waiting time (s); ``lane_mask`` int8 [L]: real rows
+  (vehicles per 7.5 m of observed road), summed waiting time (s), and the moving vehicles (speed
+  >= 0.1 m/s) that reach the stop line within 5 s and within 10 s at their speed (``ARRIVAL_S``;
+  what a hold-or-switch call turns on: a green kept 5 s more serves the first);
+  ``lane_mask`` int8 [L]: real rows
 - ``phase_lanes`` int8 [P, L] (static): +1 on the incoming ``lanes`` rows green P serves, -1 on
   the outgoing rows its links feed, 0 elsewhere (padded rows and actions: 0). What a green does to
   which movements differs between lights; a policy shared by several lights reads it here.
@@ -35,6 +38,7 @@ from tj_rl.env.rewards import LaneStats
 from tj_rl.env.topology import LightTopology
 
 __all__ = [
+    "ARRIVAL_S",
     "LANE_FEATURES",
     "LaneLayout",
     "assemble_observations",
@@ -47,8 +51,13 @@ __all__ = [
     "split_lanes",
 ]
 
-LANE_FEATURES: tuple[str, ...] = ("halting", "occupancy", "waiting_time")
-_SPEED, _WAIT, _MOVE = (ROW_COLUMNS.index(c) for c in ("speed", "waiting_time", "movement"))
+ARRIVAL_S: tuple[float, float] = (5.0, 10.0)  # horizons of the two arrival columns
+LANE_FEATURES: tuple[str, ...] = (
+    "halting", "occupancy", "waiting_time", "arriving_5s", "arriving_10s"
+)  # fmt: skip
+_SPEED, _WAIT, _MOVE, _DIST = (
+    ROW_COLUMNS.index(c) for c in ("speed", "waiting_time", "movement", "dist_to_stop_line")
+)
 _VEHICLE_SLOT = 7.5  # m per vehicle (length + min gap) for the occupancy feature
 
 
@@ -157,7 +166,7 @@ def lane_batch(
     data: np.ndarray, counts: Sequence[int], layout: LaneLayout
 ) -> tuple[list[LaneStats], np.ndarray, float]:
     """Per-movement aggregates of every light's observed vehicles (all of them: before the node
-    cap), the ``lanes`` observation rows [total, 3] float32 and the halting vehicles on all
+    cap), the ``lanes`` observation rows [total, 5] float32 and the halting vehicles on all
     incoming lanes together (the system queue; exact: they are integer counts), with three
     bincounts for all lights.
 
@@ -180,6 +189,11 @@ def lane_batch(
     feats[:, 0] = halting
     np.divide(count, layout.capacity, out=feats[:, 1])
     feats[:, 2] = waiting
+    speed, dist = data[..., _SPEED].ravel(), data[..., _DIST].ravel()
+    with np.errstate(invalid="ignore", divide="ignore"):  # pad rows: NaN speed, never arriving
+        eta = np.where((speed >= 0.1) & (dist >= 0), dist / speed, np.inf)
+    for col, horizon in enumerate(ARRIVAL_S, start=3):
+        feats[:, col] = np.bincount(move, weights=eta <= horizon, minlength=total)
     return split_lanes(count, feats, layout), feats, float(halting[layout.incoming].sum())
 
 

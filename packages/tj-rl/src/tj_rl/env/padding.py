@@ -117,7 +117,7 @@ class ObservationLayout:
         )
 
     def lane_rows(self, lane_feats: np.ndarray) -> np.ndarray:
-        """The step's ``lanes`` rows [sum(lanes), 3] in this layout (``lane_feats``: every light's
+        """The step's ``lanes`` rows [sum(lanes), 5] in this layout (``lane_feats``: every light's
         own rows concatenated; returned as is when nothing is padded or cut)."""
         if not self.padded:
             return lane_feats

@@ -2,9 +2,10 @@
 vehicle graph (RLlib ``TorchRLModule`` on the new API stack, ``ValueFunctionAPI``).
 
 What the graph policy must at least match on held-out traffic (issue 16: "the vehicle graph must
-earn its keep"). Inputs: ``log1p`` of the ``lanes`` rows (halting, occupancy, summed waiting time;
-padded rows zeroed by ``lane_mask``) and the ``phase`` features; separate policy and value MLPs;
-``action_mask`` masks the logits exactly as the graph module does (tj-models' ``masked_logits``).
+earn its keep"). Inputs: ``log1p`` of the ``lanes`` rows (``LANE_FEATURES``: halting, occupancy,
+summed waiting time, arrivals; padded rows zeroed by ``lane_mask``) and the ``phase`` features;
+separate policy and value MLPs; ``action_mask`` masks the logits exactly as the graph module does
+(tj-models' ``masked_logits``).
 Shared by all lights of one layout (its inputs are lane rows: lights whose rows mean different
 movements need the graph module's ``phase_lanes``).
 
