@@ -167,8 +167,8 @@ def lane_batch(
 ) -> tuple[list[LaneStats], np.ndarray, float]:
     """Per-movement aggregates of every light's observed vehicles (all of them: before the node
     cap), the ``lanes`` observation rows [total, 5] float32 and the halting vehicles on all
-    incoming lanes together (the system queue; exact: they are integer counts), with three
-    bincounts for all lights.
+    incoming lanes together (the system queue; exact: they are integer counts), with one bincount
+    per column for all lights.
 
     ``data`` is ``session.LightReads.data`` [L, m, 16]: pad rows have speed NaN and waiting 0, so
     they add nothing to the halting and waiting sums; the counts are weighted by a real-row mask.
