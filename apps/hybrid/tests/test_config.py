@@ -45,6 +45,7 @@ def test_the_cpu_profile_says_how_long_before_it_starts() -> None:
     assert cfg.scenario.env.obs_radius == 200.0 and cfg.scenario.env.max_nodes == 256
     assert cfg.phase2.imitation.lookahead_s == 40.0
     assert cfg.phase2.imitation.lookahead_sees == "observed"
+    assert cfg.phase2.imitation.lookahead_cost == 2.0  # a teacher that weighs the dilemma zone
     # choices on 12 validation episodes, on route seeds never trained on nor held out
     val, demand = cfg.phase2.validation, cfg.phase2.demand
     assert len(val.route_seeds) * len(val.sumo_seeds) == 12

@@ -99,6 +99,8 @@ def test_sims_per_runner_selects_the_parallel_env_runner() -> None:
     ("phase2.imitation.episodes=0", "phase2.imitation"),
     ("phase2.imitation.lookahead_s=-5", "lookahead_s"),
     ("phase2.imitation.lookahead_sees=future", "lookahead_sees"),
+    ("phase2.imitation.lookahead_cost=-1", "lookahead_cost"),
+    ("phase2.imitation.lookahead_cost=10", "set lookahead_s > 0 too"),
     ("phase2.gridlock.window_s=0", "phase2.gridlock"),
     ("scenario.env.gridlock={}", "set phase2.gridlock instead"),
 ])  # fmt: skip
@@ -188,3 +190,20 @@ def test_the_teacher_is_improved_by_lookahead_only_when_asked() -> None:
     assert label == "greedy + 30 s look-ahead, observed vehicles only"
     assert isinstance(policy, LookaheadPolicy) and policy.base_name == "greedy"
     assert policy.horizon_s == 30.0 and policy.sees == "observed"
+    assert policy.cost_weights == {}  # queue only unless lookahead_cost is set
+
+
+def test_lookahead_cost_weighs_phase3_costs_in_the_teacher() -> None:
+    """``phase2.imitation.lookahead_cost`` scales phase 3's cost weights into the look-ahead's
+    score (zero weights left out), and the teacher's label says so."""
+    from tj_hybrid import make_teacher
+
+    cfg = load_config(profile="smoke", overrides=[
+        "phase2.imitation.lookahead_s=40", "phase2.imitation.lookahead_cost=2",
+        "phase3.cost_weights={dilemma_zone: 1.0, red_light: 0.5, veto: 0.0}"]).config  # fmt: skip
+    label, policy = make_teacher(cfg, "max-occupancy")
+    assert label == "max-occupancy + 40 s look-ahead, 2 x phase 3's cost"
+    want = {k: 2 * v for k, v in cfg.phase3.cost_weights.items() if v > 0}
+    assert policy.cost_weights == want and "veto" not in want  # the section's keys merge
+    assert want["dilemma_zone"] == 2.0 and want["red_light"] == 1.0
+    assert "2 x dilemma_zone" in policy.describe() and "1 x red_light" in policy.describe()

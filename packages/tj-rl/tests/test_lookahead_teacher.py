@@ -11,6 +11,7 @@ import pytest
 
 from tj_rl.control import LookaheadPolicy, lookahead_unsupported, make_policy
 from tj_rl.env import EnvConfig, Scenario, TrafficSignalCore
+from tj_rl.env.config import COST_NAMES
 from tj_rl.eval import evaluate
 from tj_rl.eval.heldout import evaluate_heldout
 
@@ -64,6 +65,37 @@ def test_the_base_copy_repeats_and_every_alternative_is_tried(grid_sc: Scenario,
         t = env.sim_time
         env.step(out)
         assert env.sim_time == pytest.approx(t + env.config.delta_time)
+    finally:
+        env.close()
+
+
+def test_weighted_costs_join_the_look_ahead_queue(grid_sc: Scenario) -> None:
+    """With ``cost_weights`` a copy's value is its halting vehicles plus the weighted costs of
+    every light over the look-ahead: the same numbers the parent gets stepping the same actions."""
+    env = TrafficSignalCore(EnvConfig(metrics=False), scenario=grid_sc.replace(end=300.0))
+    weights = {"low_ttc": 3.0, "dilemma_zone": 50.0}
+    plain, weighted = LookaheadPolicy(horizon_s=30.0), LookaheadPolicy(horizon_s=30.0,
+                                                                       cost_weights=weights)  # fmt: skip
+    w = np.array([weights.get(n, 0.0) for n in COST_NAMES])
+    try:
+        obs, infos = env.reset(seed=4)
+        plain.reset(env)
+        weighted.reset(env)
+        for _ in range(6):
+            obs, _, _, _, infos = env.step(plain.base.compute_actions(obs, infos))
+        act = {a: int(v) for a, v in plain.base.compute_actions(obs, infos).items()}
+        (queue,), (value,) = plain._values([act], steps=6), weighted._values([act], steps=6)
+        seen_queue, seen_cost = 0.0, 0.0
+        for _ in range(6):  # the parent plays out what the copies did
+            obs, _, _, _, infos = env.step(act)
+            seen_queue += float(next(iter(infos.values()))["system"]["queue"])
+            seen_cost += sum(float(i["costs"] @ w) for i in infos.values())
+            act = plain.base.compute_actions(obs, infos)
+        assert seen_cost > 0  # the case tests something: the look-ahead met a weighted cost
+        assert queue == pytest.approx(seen_queue)
+        assert value == pytest.approx(seen_queue + seen_cost)
+        assert "50 x dilemma_zone" in weighted.describe() and "x" not in plain.describe().split(
+            "scored by")[1]  # fmt: skip
     finally:
         env.close()
 
@@ -146,6 +178,10 @@ def test_refuses_traci_and_bad_settings(default_sc: Scenario) -> None:
         LookaheadPolicy(workers=0)
     with pytest.raises(ValueError, match="sees"):
         LookaheadPolicy(sees="future")
+    with pytest.raises(ValueError, match="unknown cost"):
+        LookaheadPolicy(cost_weights={"near_miss": 1.0})
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        LookaheadPolicy(cost_weights={"dilemma_zone": -1.0})
 
 
 def test_unsupported_names_the_reason() -> None:

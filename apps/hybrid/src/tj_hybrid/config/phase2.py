@@ -179,7 +179,11 @@ class ImitationSection:
     in forked copies of the simulation (tj-rl's ``lookahead``: privileged, libsumo only);
     ``lookahead_sees``: ``all`` (the copies run the whole simulation, arrivals still unseen
     included) or ``observed`` (only the vehicles the lights observe at the decision, so the
-    teacher decides on what the clone can see). The clone learns the improved teacher's greens."""
+    teacher decides on what the clone can see). The clone learns the improved teacher's greens.
+    ``lookahead_cost`` > 0 scores the look-ahead by its halting vehicles plus that many times
+    phase 3's cost (``phase3.cost_weights``; one unit of cost weighs as ``lookahead_cost``
+    vehicles halting for one decision interval): a teacher that ends greens in front of the
+    dilemma zone only where the waiting it saves is worth it (0: queue only)."""
 
     teacher: str = "auto"
     candidates: list[str] = field(default_factory=lambda: list(AUTO_CANDIDATES))
@@ -191,6 +195,7 @@ class ImitationSection:
     decay_iterations: int = 20
     lookahead_s: float = 0.0
     lookahead_sees: Literal["all", "observed"] = "all"
+    lookahead_cost: float = 0.0
 
     def __post_init__(self) -> None:
         positive(self, "episodes")
@@ -207,6 +212,10 @@ class ImitationSection:
             raise ValueError("need coeff >= 0 and decay_iterations >= 0")
         if not (math.isfinite(self.lookahead_s) and self.lookahead_s >= 0):
             raise ValueError(f"lookahead_s: seconds >= 0 (0: off), got {self.lookahead_s}")
+        if not (math.isfinite(self.lookahead_cost) and self.lookahead_cost >= 0):
+            raise ValueError(f"lookahead_cost: >= 0 (0: queue only), got {self.lookahead_cost}")
+        if self.lookahead_cost and not self.lookahead_s:
+            raise ValueError("lookahead_cost weighs the look-ahead: set lookahead_s > 0 too")
 
     @property
     def enabled(self) -> bool:

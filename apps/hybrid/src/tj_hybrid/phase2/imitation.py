@@ -133,7 +133,7 @@ def _pick_teacher(cfg: HybridConfig, setup: RLSetup) -> tuple[str, dict[str, tup
 
 def make_teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
     """(label, policy): the baseline ``name``, improved by ``phase2.imitation``'s look-ahead when
-    ``lookahead_s`` > 0."""
+    ``lookahead_s`` > 0 (scored with ``lookahead_cost`` x phase 3's cost when that is > 0)."""
     from tj_rl.control import make_policy
 
     im = cfg.phase2.imitation
@@ -141,8 +141,12 @@ def make_teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
     if not h:
         return name, make_policy(name)
     sees = "" if im.lookahead_sees == "all" else ", observed vehicles only"
-    return (f"{name} + {h:g} s look-ahead{sees}",
-            make_policy("lookahead", base=name, horizon_s=h, sees=im.lookahead_sees))  # fmt: skip
+    weights = {k: im.lookahead_cost * float(v) for k, v in cfg.phase3.cost_weights.items()
+               if im.lookahead_cost * float(v) > 0}  # fmt: skip
+    costs = f", {im.lookahead_cost:g} x phase 3's cost" if weights else ""
+    return (f"{name} + {h:g} s look-ahead{sees}{costs}",
+            make_policy("lookahead", base=name, horizon_s=h, sees=im.lookahead_sees,
+                        cost_weights=weights))  # fmt: skip
 
 
 def start_from_teacher(cfg: HybridConfig, setup: RLSetup, base: Path | None,

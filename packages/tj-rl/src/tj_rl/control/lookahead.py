@@ -17,6 +17,12 @@ before it steps, every descriptor it inherited that is open for writing a regula
 outputs) is pointed at ``/dev/null``, and it stops before the episode's end (which would close
 SUMO's outputs) and leaves with ``os._exit``.
 
+``cost_weights`` (named costs of ``info["costs"]``, each in halting vehicles per decision
+interval: 10 means one vehicle of that cost weighs as ten vehicles halting for one interval)
+adds the look-ahead's weighted safety costs to its queue, so the teacher ends a green in front of
+the dilemma zone only where the waiting it saves is worth it: a teacher fast and safe at once,
+whose clone has no guard override to fear (issue 28). Empty (the default): queue only.
+
 The teacher sees the future (the arrivals of the look-ahead) and costs ``horizon_s`` of
 simulation per candidate: phase 2 imitates it (``phase2.imitation.teacher``); it is never a
 baseline a controller is judged against.
@@ -81,8 +87,10 @@ class LookaheadPolicy:
     """Look-ahead teacher over ``base`` (see the module docstring); ``workers`` copies at once."""
 
     def __init__(self, base: str = "max-occupancy", horizon_s: float = 40.0, workers: int = 2,
-                 sees: str = "all", **base_kwargs: Any) -> None:  # fmt: skip
+                 sees: str = "all", cost_weights: Mapping[str, float] | None = None,
+                 **base_kwargs: Any) -> None:  # fmt: skip
         from tj_rl.control.baselines import POLICIES, make_policy
+        from tj_rl.env.config import COST_NAMES
 
         if base not in POLICIES or base in ("lookahead", "scenario-program", "sumo-actuated"):
             raise ValueError(f"lookahead: base {base!r} must pick greens through the env")
@@ -92,6 +100,14 @@ class LookaheadPolicy:
             raise ValueError(f"lookahead: workers={workers}, need >= 1")
         if sees not in ("all", "observed"):
             raise ValueError(f"lookahead: sees={sees!r}, expected 'all' or 'observed'")
+        weights = dict(cost_weights or {})
+        unknown = sorted(set(weights) - set(COST_NAMES))
+        if unknown:
+            raise ValueError(f"lookahead: unknown cost(s) {unknown}; known {list(COST_NAMES)}")
+        if not all(math.isfinite(float(w)) and float(w) >= 0 for w in weights.values()):
+            raise ValueError(f"lookahead: cost_weights must be finite and >= 0, got {weights}")
+        self.cost_weights = {k: float(v) for k, v in weights.items()}
+        self._weights = np.array([self.cost_weights.get(n, 0.0) for n in COST_NAMES])
         self.sees = sees
         self.base_name, self.horizon_s, self.workers = base, float(horizon_s), int(workers)
         self.base = make_policy(base, **base_kwargs)
@@ -136,6 +152,8 @@ class LookaheadPolicy:
                         _prune(keep)
                     obs, _r, _te, _tr, infos = env.step(act)
                     total += float(next(iter(infos.values()))["system"]["queue"])
+                    if self.cost_weights:
+                        total += sum(float(i["costs"] @ self._weights) for i in infos.values())
                     if k + 1 < steps:
                         act = self.base.compute_actions(obs, infos)
                 os.write(write, struct.pack("d", total))
@@ -200,7 +218,10 @@ class LookaheadPolicy:
         return {a: v - np.nanmin(v) for a, v in self.last_values.items()}
 
     def describe(self) -> str:
+        costs = ", ".join(f"{w:g} x {n}" for n, w in self.cost_weights.items() if w)
+        value = "halting vehicles" + (f" + {costs}" if costs else "")
         return (
             f"privileged look-ahead teacher: each light's feasible greens tried in forked copies "
-            f"of the simulation for {self.horizon_s:g} s under {self.base_name}; not deployable"
+            f"of the simulation for {self.horizon_s:g} s under {self.base_name}, scored by "
+            f"{value}; not deployable"
         )
