@@ -20,8 +20,10 @@ SUMO's outputs) and leaves with ``os._exit``.
 ``cost_weights`` (named costs of ``info["costs"]``, each in halting vehicles per decision
 interval: 10 means one vehicle of that cost weighs as ten vehicles halting for one interval)
 adds the look-ahead's weighted safety costs to its queue, so the teacher ends a green in front of
-the dilemma zone only where the waiting it saves is worth it: a teacher fast and safe at once,
-whose clone has no guard override to fear (issue 28). Empty (the default): queue only.
+the dilemma zone only where the waiting it saves is worth it, and its clone leaves a dilemma-zone
+guard less to override (issue 28). The shared counters (emergency braking, teleports,
+collisions) are in every light's costs, so the look-ahead counts them once per light.
+Empty (the default): queue only.
 
 The teacher sees the future (the arrivals of the look-ahead) and costs ``horizon_s`` of
 simulation per candidate: phase 2 imitates it (``phase2.imitation.teacher``); it is never a
