@@ -142,7 +142,7 @@ def make_teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
         return name, make_policy(name)
     sees = "" if im.lookahead_sees == "all" else ", observed vehicles only"
     weights = {k: im.lookahead_cost * float(v) for k, v in cfg.phase3.cost_weights.items()
-               if im.lookahead_cost * float(v) > 0}  # fmt: skip
+               if im.lookahead_cost and v > 0}  # fmt: skip
     costs = f", {im.lookahead_cost:g} x phase 3's cost" if weights else ""
     return (f"{name} + {h:g} s look-ahead{sees}{costs}",
             make_policy("lookahead", base=name, horizon_s=h, sees=im.lookahead_sees,
