@@ -94,6 +94,7 @@ def test_sims_per_runner_selects_the_parallel_env_runner() -> None:
     ("phase2.validation.route_seeds=[3]", "training or held-out route seeds"),
     ("phase2.validation.route_seeds=[10001]", "training or held-out route seeds"),
     ("phase2.validation.sumo_seeds=[90001]", "overlap eval.sumo_seeds"),
+    ("phase2.validation.windows=evening", "phase2.validation.windows"),
     ("phase2.imitation.teacher=sumo-actuated", "phase2.imitation"),
     ("phase2.imitation.candidates=[scenario-program]", "act through the env"),
     ("phase2.imitation.episodes=0", "phase2.imitation"),

@@ -114,3 +114,24 @@ def test_the_demand_is_routed_once(tmp_path: Path) -> None:
     assert own.is_file()
     check_demand(cfg)  # the pool holds it: not routed again
     assert own not in preflight._ROUTED
+
+
+@pytest.mark.parametrize(("windows", "begin"), [("training", 0.0), ("held-out", 900.0)])
+def test_validation_runs_in_the_windows_asked_for(tmp_path: Path, windows: str,
+                                                  begin: float) -> None:  # fmt: skip
+    """``phase2.validation.windows``: every choice (the teacher, checkpoints, phase 3's limit and
+    export) is scored in the training windows or in the held-out ones, on the validation seeds;
+    the episodes really run there (their rows carry the window)."""
+    from tj_hybrid.evaluation import evaluate_validation
+    from tj_hybrid.rl_setup import prepare_rl
+
+    cfg = _config(f"run.data_root={tmp_path}", "phase2.demand.train_seeds=1",
+                  "phase2.demand.scales=[1.0]", "phase2.demand.heldout_seeds=[9]",
+                  "phase2.validation.route_seeds=[5001]", "phase2.validation.sumo_seeds=[80001]",
+                  "phase2.eval.baselines=[fixed-time]", "phase2.eval.reuse_rows=false",
+                  f"phase2.validation.windows={windows}")  # fmt: skip
+    setup = prepare_rl(cfg, agent_dir=None, data_dir=tmp_path / "data")
+    assert (setup.scenario.begin, setup.heldout_scenario.begin) == (0.0, 900.0)
+    assert setup.validation_scenario.begin == begin
+    scored = evaluate_validation(cfg, setup, {}, cost_weights={"dilemma_zone": 1.0})
+    assert [r["window"] for r in scored["rows"]] == [[begin, begin + 900.0]]

@@ -67,11 +67,18 @@ class RLSetup:
     source: str = "random"  # the training demand: "scenario" (its own, varied) or "random"
     validation: DemandSet | None = None  # to choose by (phase2.validation); None: none built
     programs: Scenario | None = None  # what scenario-program runs (None: ``scenario``'s own)
+    # validation episodes run in the held-out windows (``phase2.validation.windows: held-out``)
+    validate_in_heldout: bool = False
 
     @property
     def heldout_scenario(self) -> Scenario:
         """The scenario cut to the windows held-out evaluation runs in."""
         return self.eval_scenario if self.eval_scenario is not None else self.scenario
+
+    @property
+    def validation_scenario(self) -> Scenario:
+        """The scenario cut to the windows validation runs in (``phase2.validation.windows``)."""
+        return self.heldout_scenario if self.validate_in_heldout else self.scenario
 
     def env_config(self) -> dict[str, Any]:
         """The env config an env runner or collector builds (a plain, picklable mapping)."""
@@ -172,6 +179,12 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
     episodes = episode_windows(span, p2.episode_seconds, p2.windows)
     scenario, held_scenario = split_windows(span, episodes, p2.windows, source)
     log.info("RL setup: episode time windows %s", scenario.describe_windows())
+    if p2.validation.windows == "held-out":
+        log.info("RL setup: validation episodes run in the held-out windows %s, with their own "
+                 "route and SUMO seeds (phase2.validation.windows=held-out)%s",
+                 held_scenario.describe_windows(),
+                 "; the span holds no other, so these are the training windows"
+                 if held_scenario == scenario else "")  # fmt: skip
     if cfg.scenario.plans == "rebuilt":
         log.info("RL setup: the lights switch netconvert's rebuilt plans (scenario.plans=rebuilt: "
                  "%s), not the scenario's own; scenario-program still runs its own",
@@ -196,7 +209,8 @@ def prepare_rl(cfg: HybridConfig, *, agent_dir: Path | None, data_dir: Path,
                    held_out=traffic.held_out, held_out_heavy=traffic.held_out_heavy,
                    env_runners=runners, max_lanes=lanes or 0, net_cache=data_dir / "nets",
                    eval_scenario=held_scenario, source=traffic.source,
-                   validation=traffic.validation, programs=own_programs(cfg))  # fmt: skip
+                   validation=traffic.validation, programs=own_programs(cfg),
+                   validate_in_heldout=p2.validation.windows == "held-out")  # fmt: skip
 
 
 def build_ppo(cfg: HybridConfig, setup: RLSetup, agent_dir: Path | None, *,

@@ -227,15 +227,21 @@ class ValidationSection:
     """Traffic to choose by, never trained on and never reported on: route seeds disjoint from
     training and held-out, SUMO seeds disjoint from evaluation's. It picks the teacher and, at
     every checkpoint, scores the policy; ``select: best`` exports the checkpoint with the lowest
-    validation delay (early stopping), ``last`` the final one."""
+    validation delay (early stopping), ``last`` the final one. ``windows``: the time windows its
+    episodes run in, ``training`` (phase 2's) or ``held-out`` (those held-out evaluation runs in,
+    with the validation seeds: for a day whose quarter hours differ, choose by the traffic the
+    policy will meet; the same windows when the span holds no other)."""
 
     route_seeds: list[int] = field(default_factory=lambda: [5_001, 5_002])
     sumo_seeds: list[int] = field(default_factory=lambda: [80_001, 80_002])
     select: Literal["best", "last"] = "best"
+    windows: Literal["training", "held-out"] = "training"
 
     def __post_init__(self) -> None:
         if not self.route_seeds or not self.sumo_seeds:
             raise ValueError("validation: one or more route_seeds and sumo_seeds")
+        if self.windows not in ("training", "held-out"):
+            raise ValueError(f"validation.windows: training or held-out, got {self.windows!r}")
 
 
 @dataclass(kw_only=True)

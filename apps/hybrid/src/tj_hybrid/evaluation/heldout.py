@@ -114,7 +114,7 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
                         cost_weights: Mapping[str, float]) -> dict[str, Any]:  # fmt: skip
     """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and the configured baselines
     on validation traffic (``phase2.validation``: route and SUMO seeds never trained or reported
-    on, the training windows), each episode's weighted cost added: what a choice is made by."""
+    on, in its ``windows``), each episode's weighted cost added: what a choice is made by."""
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import evaluate_heldout
 
@@ -122,7 +122,7 @@ def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str
         raise ValueError("evaluate_validation: the RL setup has no validation traffic")
     named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
     with torch_threads(1):
-        table = evaluate_heldout(setup.scenario, named, setup.validation,
+        table = evaluate_heldout(setup.validation_scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
                                  name="validation", workers=_workers(cfg),
                                  spawn_after_s=cfg.phase2.eval.spawn_after_s,

@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 
 def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
                       backend: str | None = None) -> dict[str, tuple[float, float]]:  # fmt: skip
-    """``{policy: (mean, worst)}`` average delay over the validation episodes (every training
-    window x validation route file x validation SUMO seed); ``backend``: the env's SUMO backend
-    (``traci`` while PPO runs: the driver's own env runner holds this process's libsumo)."""
+    """``{policy: (mean, worst)}`` average delay over the validation episodes (every window of
+    ``phase2.validation.windows`` x validation route file x validation SUMO seed); ``backend``:
+    the env's SUMO backend (``traci`` while PPO runs: the driver's own env runner holds this
+    process's libsumo)."""
     from tj_hybrid.evaluation import row_cache
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import evaluate_heldout
@@ -42,7 +43,7 @@ def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     env = dataclasses.replace(setup.env, metrics=True, route_files=(),
                               backend=backend or setup.env.backend)  # fmt: skip
     with torch_threads(1):
-        table = evaluate_heldout(setup.scenario, dict(policies), setup.validation,
+        table = evaluate_heldout(setup.validation_scenario, dict(policies), setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=env,
                                  name="validation", cache=row_cache(cfg))  # fmt: skip
     out = {}
