@@ -22,6 +22,17 @@ from tj_bench.suites import NAMES
 
 APP = Path(__file__).resolve().parents[1]
 _MODULE = re.compile(r"test_suite_(\w+)\.py$")
+# The quick run of every suite takes minutes alone and several times that beside other jobs on a
+# loaded host; the first test that asks for it pays for it, so every such test may take this long
+# (pytest-timeout's default of 600 s is for one test's own work), and the run itself a little less.
+QUICK_TIMEOUT = 3000
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each test that uses ``quick`` (and has no timeout of its own) ``QUICK_TIMEOUT``."""
+    for item in items:
+        if "quick" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(QUICK_TIMEOUT))
 
 
 @dataclass
@@ -55,7 +66,7 @@ def quick(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     collected = {m.group(1) for item in request.session.items if (m := _MODULE.search(str(item.path)))}
     suites = [n for n in NAMES if n in collected] or list(NAMES)
     out = tmp_path_factory.mktemp("bench-quick")
-    proc = run_bench(*suites, "--quick", "--out", str(out))
+    proc = run_bench(*suites, "--quick", "--out", str(out), timeout=QUICK_TIMEOUT - 120)
     output = proc.stdout + proc.stderr
     path = out / "results.json"
     assert path.is_file(), f"apps/bench --quick wrote no results ({proc.returncode}):\n{output[-4000:]}"

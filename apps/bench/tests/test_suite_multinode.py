@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 CASES = ("local", "2_nodes")
 
 
-@pytest.mark.timeout(2400)  # phases 1 (x3), 2 and 3 (x2) in the quick size, on a loaded host
+@pytest.mark.timeout(3000)  # phases 1 (x3), 2 and 3 (x2) in the quick size, on a loaded host
 def test_multinode_quick_run(quick, values) -> None:
     r = quick.suite("multinode")
     assert r.params["phases"] == "1, 3" and r.params["ranks"] == 2
