@@ -10,7 +10,7 @@ import pytest
 
 from tj_hybrid.config import ConfigError, load_config
 from tj_hybrid.evaluation import Frontier, correlation, dominated_by, frontier_points, pareto_front
-from tj_hybrid.phase3.limit import frontier_limit
+from tj_hybrid.phase3.limit import frontier_limit, lagrangian_limit
 
 # fast-but-unsafe to slow-but-safe, and one that is worse than "mid" on both
 POINTS = {"fast": (8.0, 20.0), "mid": (10.0, 5.0), "slow": (20.0, 0.0), "bad": (12.0, 9.0)}
@@ -97,6 +97,19 @@ def test_limit_falls_back_when_no_baseline_is_that_fast() -> None:
 
 
 # ---------------------------------------------------------------------- config
+def test_the_lagrangian_reads_the_same_share_of_phase2s_cost_where_it_trains() -> None:
+    """Validation in the held-out windows: fokr_bs_demo's numbers (phase 2 52.75 there, 4.5 in
+    the training windows; limit 31.65 = 0.6 x 52.75)."""
+    limit = frontier_limit({}, (69.17, 52.75), slack=0.05, fraction=0.6)
+    assert limit.training is None and limit.lagrangian == limit.value == pytest.approx(31.65)
+    moved = lagrangian_limit(limit, 52.75, 4.5)
+    assert moved.value == limit.value and moved.lagrangian == pytest.approx(0.6 * 4.5)
+    assert "4.50" in moved.line and moved.rule == limit.rule
+    # phase 2 at no cost where validation runs: the limit (0) is what the Lagrangian reads
+    zero = frontier_limit({}, (9.0, 0.0), slack=0.05, fraction=0.6)
+    assert lagrangian_limit(zero, 0.0, 3.0).lagrangian == 0.0
+
+
 @pytest.mark.parametrize("value", ["-0.01", "1", "nan", "inf"])
 def test_delay_slack_outside_0_1_is_rejected_naming_it(value: str) -> None:
     with pytest.raises(ConfigError, match=r"phase3: delay_slack: a fraction of phase 2's delay"):

@@ -103,6 +103,7 @@ def test_sims_per_runner_selects_the_parallel_env_runner() -> None:
     ("phase2.imitation.lookahead_cost=-1", "lookahead_cost"),
     ("phase2.imitation.lookahead_cost=10", "set lookahead_s > 0 too"),
     ("phase2.gridlock.window_s=0", "phase2.gridlock"),
+    ("phase2.gridlock_teleports=never", "phase2.gridlock_teleports"),
     ("scenario.env.gridlock={}", "set phase2.gridlock instead"),
 ])  # fmt: skip
 def test_bad_phase2_config_is_refused_with_its_path(override: str, message: str) -> None:

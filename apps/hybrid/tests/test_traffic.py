@@ -135,3 +135,48 @@ def test_validation_runs_in_the_windows_asked_for(tmp_path: Path, windows: str,
     assert setup.validation_scenario.begin == begin
     scored = evaluate_validation(cfg, setup, {}, cost_weights={"dilemma_zone": 1.0})
     assert [r["window"] for r in scored["rows"]] == [[begin, begin + 900.0]]
+
+
+def test_phase3s_lagrangian_reads_its_limit_in_the_training_windows(tmp_path: Path) -> None:
+    """With validation in the held-out windows, ``cost_limit: auto`` is set there, and the
+    Lagrangian (which reads training episodes' costs) gets the same share of phase 2's cost in
+    the training windows; both points are kept, so a resumed run simulates nothing again."""
+    import dataclasses
+    import json
+
+    import torch
+
+    from tj_hybrid.phase3.limit import PHASE2, auto_cost_limit
+    from tj_hybrid.rl_setup import prepare_rl
+    from tj_models import TrafficAgent, TrafficAgentConfig
+
+    cfg = _config(f"run.data_root={tmp_path}", "phase2.demand.train_seeds=1",
+                  "phase2.demand.scales=[1.0]", "phase2.demand.heldout_seeds=[9]",
+                  "phase2.validation.route_seeds=[5001]", "phase2.validation.sumo_seeds=[80001]",
+                  "phase2.eval.baselines=[fixed-time]", "phase2.eval.reuse_rows=false",
+                  "phase2.validation.windows=held-out")  # fmt: skip
+    torch.manual_seed(0)
+    agent = TrafficAgent(TrafficAgentConfig.preset("tiny", max_actions=4)).save(tmp_path / "a")
+    setup = prepare_rl(cfg, agent_dir=agent, data_dir=tmp_path / "data")
+    (tmp_path / "p3").mkdir()
+    limit = auto_cost_limit(cfg, setup, agent, tmp_path / "p3")
+    kept = json.loads((tmp_path / "p3" / "limit.json").read_text())
+    held, train = kept["points"][PHASE2][1], kept["phase2_training_windows"][1]
+    assert held > 0 and train > 0 and held != train  # a switching random policy: zone exposures
+    assert limit.training == pytest.approx(limit.value * train / held)
+    assert limit.lagrangian == limit.training and "PPO-Lagrangian" in limit.line
+    # resumed: the kept points are read (a setup without validation traffic would raise)
+    again = auto_cost_limit(cfg, dataclasses.replace(setup, validation=None), agent,
+                            tmp_path / "p3")  # fmt: skip
+    assert again == limit
+    # in the training windows there is one limit
+    cfg_t = _config(f"run.data_root={tmp_path}", "phase2.demand.train_seeds=1",
+                    "phase2.demand.scales=[1.0]", "phase2.demand.heldout_seeds=[9]",
+                    "phase2.validation.route_seeds=[5001]",
+                    "phase2.validation.sumo_seeds=[80001]", "phase2.eval.baselines=[fixed-time]",
+                    "phase2.eval.reuse_rows=false")  # fmt: skip
+    setup_t = prepare_rl(cfg_t, agent_dir=agent, data_dir=tmp_path / "data")
+    (tmp_path / "p3t").mkdir()
+    one = auto_cost_limit(cfg_t, setup_t, agent, tmp_path / "p3t")
+    assert one.training is None and one.lagrangian == one.value
+    assert "phase2_training_windows" not in json.loads((tmp_path / "p3t" / "limit.json").read_text())

@@ -274,6 +274,10 @@ class Phase2Section:
     # GridlockConfig: SUMO teleports, or queues that stop moving); null: off. Evaluation and
     # demonstrations always run to the window's end (a cut episode would hide its real delay)
     gridlock: GridlockConfig | None = field(default_factory=GridlockConfig)
+    # the teleport rule's count: ``best-baseline`` raises it above the teleports of the best
+    # candidate baseline's worst validation episode (nets where good controllers teleport too;
+    # tj_hybrid.gridlock_rule), ``config``: ``gridlock.teleports`` as it is
+    gridlock_teleports: Literal["best-baseline", "config"] = "best-baseline"
     ppo: PPOSection = field(default_factory=PPOSection)
     demand: DemandSection = field(default_factory=DemandSection)
     eval: EvalSection = field(default_factory=EvalSection)
@@ -290,6 +294,9 @@ class Phase2Section:
         if set(v.sumo_seeds) & set(self.eval.sumo_seeds):
             raise ValueError("validation.sumo_seeds overlap eval.sumo_seeds")
         check_windows(self.windows)
+        if self.gridlock_teleports not in ("best-baseline", "config"):
+            raise ValueError("gridlock_teleports: 'best-baseline' or 'config', got "
+                             f"{self.gridlock_teleports!r}")  # fmt: skip
         positive(self, "sims_per_runner", "torch_threads")
         if self.env_runners is not None and self.env_runners < 0:
             raise ValueError(f"env_runners must be >= 0, got {self.env_runners}")

@@ -111,16 +111,20 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
 
 
 def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
-                        cost_weights: Mapping[str, float]) -> dict[str, Any]:  # fmt: skip
-    """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and the configured baselines
-    on validation traffic (``phase2.validation``: route and SUMO seeds never trained or reported
-    on, in its ``windows``), each episode's weighted cost added: what a choice is made by."""
+                        cost_weights: Mapping[str, float],
+                        baselines: bool = True) -> dict[str, Any]:  # fmt: skip
+    """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and (``baselines``) the
+    configured baselines on validation traffic (``phase2.validation``: route and SUMO seeds never
+    trained or reported on, in its ``windows``), each episode's weighted cost added: what a
+    choice is made by."""
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import evaluate_heldout
 
     if setup.validation is None:
         raise ValueError("evaluate_validation: the RL setup has no validation traffic")
-    named = {**policies, **cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)}
+    named = dict(policies)
+    if baselines:
+        named |= cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)
     with torch_threads(1):
         table = evaluate_heldout(setup.validation_scenario, named, setup.validation,
                                  cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),

@@ -78,6 +78,7 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
     """Train (PPO in a Ray session of its own), export, evaluate on held-out traffic, report."""
     from tj_dist.ray_session import RaySession, RaySessionConfig
     from tj_hybrid.evaluation import means, plans_note
+    from tj_hybrid.gridlock_rule import fit_teleport_rule
     from tj_hybrid.phase2.evaluate import evaluate_policy, write_report
     from tj_hybrid.phase2.imitation import start_from_teacher
     from tj_hybrid.phase2.train import train_ppo
@@ -91,6 +92,7 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
     local = cfg.phase2.ray_address is None
     setup = prepare_rl(cfg, agent_dir=context.previous_agent, data_dir=scenario_data_dir(cfg),
                        temp_dir=pdir.root / "episodes" if local else None)  # fmt: skip
+    setup, gridlock_line = fit_teleport_rule(cfg, setup)
     p2 = cfg.phase2
     start = None
     if p2.imitation.enabled and p2.policy == "graph":
@@ -132,6 +134,7 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
         "training pool": f"{len(setup.pool_files)} route files",
         "start": f"clone of {start.teacher}" if start else "fresh controller",
         "exported": chosen,
+        "gridlock rule": gridlock_line or _gridlock_note(cfg),
         "train wall s": round(t_train, 1),
         "tree PSS before / during / after Ray (MiB)": (
             f"{res.pss_before / 2**20:.0f} / {res.pss_started / 2**20:.0f} / "
@@ -149,6 +152,15 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
         headline=f"held-out avg delay {delay['phase2']:.1f} s ({others})",
         metrics={"avg_delay": delay, "iterations": len(rows), "train_wall_s": t_train},
     )  # fmt: skip
+
+
+def _gridlock_note(cfg: HybridConfig) -> str:
+    """Training's gridlock rule in words when ``fit_teleport_rule`` fitted none."""
+    g = cfg.phase2.gridlock
+    if g is None:
+        return "off (phase2.gridlock: null)"
+    teleports = "off" if g.teleports is None else f"{g.teleports} within {g.window_s:g} s"
+    return f"teleports {teleports}, as configured; stuck queues within {g.window_s:g} s"
 
 
 def _export(cfg: HybridConfig, checkpoint: Path, pdir: PhaseDir, base: Path | None,

@@ -77,7 +77,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
     facts = {
         "plan": out["plan"],
         "iterations": summary["iterations"], "policy version": summary["policy_version"],
-        "cost limit": f"{summary['cost_limit']:.2f}: {out['limit']}",
+        "cost limit": f"{out['cost_limit']:.2f}: {out['limit']}",
         "exported": f"iteration {out['exported']} (0: phase 2's policy; phase3.select: "
                     f"{context.config.phase3.select})",
         "acting": acting_note(context.config),
@@ -95,7 +95,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
             f"{before.uss / 2**20:.0f} / {after.uss / 2**20:.0f} "
             f"({(after.uss - before.uss) / 2**20:+.0f})",
     }  # fmt: skip
-    report = write_phase3_report(pdir, evaluation, facts, summary["cost_limit"],
+    report = write_phase3_report(pdir, evaluation, facts, out["cost_limit"],
                                  lines=out["selection"])  # fmt: skip
     summ = evaluation["held_out"]["summary"]
     delay, cost = means(summ, "avg_delay"), means(summ, "cost")
@@ -103,7 +103,7 @@ def _result(context: PhaseContext, out: dict, budget: int, before: Any, after: A
         name=context.spec.name, agent=pdir.agent, report=report,
         headline=(f"held-out avg delay {delay['phase3']:.1f} s, episode cost "
                   f"{cost['phase3']:.1f} (phase 2: {delay['phase2']:.1f} s, "
-                  f"{cost['phase2']:.1f}; limit {summary['cost_limit']:.1f})"),
+                  f"{cost['phase2']:.1f}; limit {out['cost_limit']:.1f})"),
         metrics={**summary, "avg_delay": delay, "cost": cost,
                  "train_wall_s": out["train_wall_s"], "peak_tree_pss": peak,
                  "exported_iteration": out["exported"],
@@ -158,7 +158,8 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
                     env_config=plan.env_config, space=plan.space, world=plan.world,
                     collectors_per_rank=plan.collectors_per_rank, queue_bytes=plan.queue_bytes,
                     budget=budget, resume=context.resume, threads=plan.threads,
-                    cost_limit=limit.value if limit is not None else float(cfg.phase3.cost_limit),
+                    cost_limit=(limit.lagrangian if limit is not None
+                                else float(cfg.phase3.cost_limit)),
                     node=launch.node_rank if launch else 0,
                     log_level=logging.getLogger().getEffectiveLevel())  # fmt: skip
     if plan.world.nprocs == 1 or launch is not None:
@@ -171,8 +172,10 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
         if not main:
             return None
         assert summary is not None
+        # the limit in validation's units (the Lagrangian's may be in the training windows')
+        cost_limit = limit.value if limit is not None else summary["cost_limit"]
         # the exported policy: validation's choice among phase 2's and every checkpoint's
-        choice = (select_policy(cfg, plan.setup, pdir, context.previous_agent, summary["cost_limit"])
+        choice = (select_policy(cfg, plan.setup, pdir, context.previous_agent, cost_limit)
                   if cfg.phase3.select == "best" else None)  # fmt: skip
         # the phase-3 policy acts as it trained: behind the learned shield and the dilemma-zone
         # guard when they are set (``acting_policy``); phase 2's as phase 2 left it
@@ -181,6 +184,7 @@ def run_phase3(context: PhaseContext, budget: int, launch: Torchrun | None = Non
         evaluation = evaluate_policies(cfg, plan.setup, policies,
                                        cost_weights=cfg.phase3.cost_weights)  # fmt: skip
     return {"summary": summary, "evaluation": evaluation, "plan": plan.reason,
+            "cost_limit": cost_limit,
             "limit": limit.line if limit is not None else "set in the config",
             "selection": selection_lines(choice),
             "exported": choice.iteration if choice is not None else summary["iterations"],

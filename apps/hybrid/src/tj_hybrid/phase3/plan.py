@@ -15,6 +15,7 @@ import numpy as np
 
 from tj_hybrid.config import HybridConfig, parse_bytes
 from tj_hybrid.data_paths import scenario_data_dir
+from tj_hybrid.gridlock_rule import fit_teleport_rule
 from tj_hybrid.multinode import Torchrun
 from tj_hybrid.rl_setup import RLSetup, prepare_rl
 from tj_hybrid.training import World, resolve_world
@@ -88,6 +89,7 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     per_rank = max(1, total // here)
     setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=scenario_data_dir(cfg),
                        temp_dir=temp_dir)  # fmt: skip
+    setup, gridlock = fit_teleport_rule(cfg, setup)  # as phase 2 trained (the rows are cached)
     env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))  # phase 3's costs
     collect = dataclasses.replace(setup, env=env)  # the env every collector builds
     core = TrafficSignalCore(env, scenario=setup.scenario)
@@ -100,7 +102,8 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     threads = cfg.dist.threads_per_rank or max(1, (cpus - per_rank * here) // here)
     reason = (f"{here} rank(s) x {per_rank} collector(s) ({cpus} CPUs, budget "
               f"{budget / 2**30:.1f} GiB); queue {queue_bytes / 2**20:.0f} MiB per rank; "
-              f"{threads} torch thread(s) per rank")  # fmt: skip
+              f"{threads} torch thread(s) per rank"
+              + (f"; training's gridlock rule: {gridlock}" if gridlock else ""))  # fmt: skip
     log.info("phase 3 plan: %s", reason)
     return Phase3Plan(world=world, collectors_per_rank=per_rank, queue_bytes=queue_bytes,
                       threads=threads, env_config=collect.env_config(),

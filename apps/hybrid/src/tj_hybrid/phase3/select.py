@@ -143,11 +143,9 @@ def _score(cfg: HybridConfig, setup: RLSetup, agents: Mapping[int, Path],
     shield and the dilemma-zone guard when they are set)."""
     from tj_hybrid.evaluation import acting_policy, evaluate_validation, frontier_points
 
-    alone = dataclasses.replace(cfg, phase2=dataclasses.replace(
-        cfg.phase2, eval=dataclasses.replace(cfg.phase2.eval, baselines=[], margins=[])))
     policies = {f"iter-{i}": acting_policy(cfg, p) for i, p in agents.items()}
-    points = frontier_points(evaluate_validation(alone, setup, policies,
-                                                 cost_weights=weights)["summary"])  # fmt: skip
+    points = frontier_points(evaluate_validation(cfg, setup, policies, cost_weights=weights,
+                                                 baselines=False)["summary"])  # fmt: skip
     return {i: points.get(f"iter-{i}", (math.nan, math.nan)) for i in agents}
 
 
