@@ -4,7 +4,7 @@ tj-rl's gridlock detection (``phase2.gridlock``) ends a training episode of phas
 penalised failure at ``teleports`` (1) SUMO teleports within ``window_s``. On a net where good
 controllers teleport too, that fires in nearly every episode whatever the lights do: on
 fokr_bs_demo every controller teleports 7-49 vehicles per quarter hour on held-out traffic (the
-city's own program 0-33), and 464 of about 480 phase-2 training episodes ended as "gridlocks"
+city's own program 0-33), and 464 of 466 phase-2 training episodes (seed 0) ended as "gridlocks"
 about halfway through (80 of 180 decisions), so the policy never trained on the rest of the
 quarter hour and its returns were set by when the first teleport came.
 
@@ -13,8 +13,8 @@ controller known does: the candidate baseline (``phase2.imitation.candidates``) 
 validation delay is run on validation traffic (the episodes the teacher choice runs: the row
 cache makes it free there), and the rule fires at one teleport more than it had in its worst
 whole validation episode, within ``window_s``; never below the configured count. Where the best
-baseline never teleports (every embedded net) nothing changes. ``config`` uses the configured
-count as it is. The stuck-queue rule is untouched.
+baseline never teleports (the embedded default net and arterial) nothing changes. ``config``
+uses the configured count as it is. The stuck-queue rule is untouched.
 """
 
 from __future__ import annotations
