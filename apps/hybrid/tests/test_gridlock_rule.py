@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tj_hybrid.config import load_config
-from tj_hybrid.gridlock_rule import fit_teleport_rule, teleport_rule
+from tj_hybrid.gridlock_rule import FittedRule, fit_teleport_rule, teleport_rule
 from tj_hybrid.rl_setup import prepare_rl
 from tj_rl.env.metrics import spread
 
@@ -53,7 +53,8 @@ def _setup(tmp_path: Path, *overrides: str):
 
 def test_a_scenario_where_good_controllers_teleport_gets_a_higher_rule(tmp_path: Path) -> None:
     cfg, setup = _setup(tmp_path, 'scenario.env.sumo_args=["--time-to-teleport","5"]')
-    fitted, line = fit_teleport_rule(cfg, setup)
+    out = fit_teleport_rule(cfg, setup)
+    fitted, line = out.setup, out.line
     assert fitted.env.gridlock is not None and fitted.env.gridlock.teleports > 1
     assert line is not None and "raised" in line and f"{fitted.env.gridlock.teleports} " in line
     # only the count moves; the rest of the env and the stuck rule are as configured
@@ -64,11 +65,28 @@ def test_a_scenario_where_good_controllers_teleport_gets_a_higher_rule(tmp_path:
 
 def test_a_scenario_without_teleports_keeps_the_rule(tmp_path: Path) -> None:
     cfg, setup = _setup(tmp_path)
-    fitted, line = fit_teleport_rule(cfg, setup)
-    assert fitted is setup and line is not None and "as configured" in line
+    out = fit_teleport_rule(cfg, setup)
+    assert out.setup is setup and out.line is not None and "as configured" in out.line
+    # the candidates' validation delays it ran, for the teacher choice: every candidate, finite
+    assert set(out.delays) == {"fixed-time", "max-pressure"}
+    assert all(math.isfinite(m) and w >= m for m, w in out.delays.values())
 
 
 @pytest.mark.parametrize("override", ["phase2.gridlock_teleports=config", "phase2.gridlock=null"])
 def test_nothing_is_fitted_when_the_config_says_so(tmp_path: Path, override: str) -> None:
     cfg, setup = _setup(tmp_path, 'scenario.env.sumo_args=["--time-to-teleport","5"]', override)
-    assert fit_teleport_rule(cfg, setup) == (setup, None)
+    assert fit_teleport_rule(cfg, setup) == FittedRule(setup=setup)
+
+
+def test_the_teacher_choice_takes_the_delays_the_rule_ran(tmp_path: Path) -> None:
+    """Delays given are not run again (made-up numbers come back as given, and choose); a
+    candidate without one is run (a real, finite delay)."""
+    from tj_hybrid.phase2.imitation import _pick_teacher
+
+    cfg, setup = _setup(tmp_path)
+    given = {"fixed-time": (1.0, 2.0), "max-pressure": (3.0, 4.0)}
+    assert _pick_teacher(cfg, setup, given) == ("fixed-time", given)
+    teacher, scores = _pick_teacher(cfg, setup, {"max-pressure": (0.5, 0.5), "other": (0.1, 0.1)})
+    assert list(scores) == ["fixed-time", "max-pressure"]  # the candidates only, in their order
+    assert scores["max-pressure"] == (0.5, 0.5) and teacher == "max-pressure"
+    assert math.isfinite(scores["fixed-time"][0]) and scores["fixed-time"][0] > 1.0

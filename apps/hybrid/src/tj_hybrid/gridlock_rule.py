@@ -10,11 +10,12 @@ quarter hour and its returns were set by when the first teleport came.
 
 ``best-baseline`` (the default) keeps the rule but moves its threshold above what the best
 controller known does: the candidate baseline (``phase2.imitation.candidates``) with the lowest
-validation delay is run on validation traffic (the episodes the teacher choice runs: the row
-cache makes it free there), and the rule fires at one teleport more than it had in its worst
-whole validation episode, within ``window_s``; never below the configured count. Where the best
-baseline never teleports (the embedded default net and arterial) nothing changes. ``config``
-uses the configured count as it is. The stuck-queue rule is untouched.
+validation delay is run on validation traffic (the episodes the teacher choice runs: it takes
+their delays from ``FittedRule.delays``; phase 3's run is the row cache's), and the rule fires
+at one teleport more than it had in its worst whole validation episode, within ``window_s``;
+never below the configured count. Where the best baseline never teleports (the embedded default
+net and arterial) nothing changes. ``config`` uses the configured count as it is. The
+stuck-queue rule is untouched.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tj_hybrid.config import HybridConfig
 if TYPE_CHECKING:
     from tj_hybrid.rl_setup import RLSetup
 
-__all__ = ["TeleportRule", "fit_teleport_rule", "teleport_rule"]
+__all__ = ["FittedRule", "TeleportRule", "fit_teleport_rule", "teleport_rule"]
 
 log = logging.getLogger(__name__)
 
@@ -67,29 +68,32 @@ def teleport_rule(summary: Mapping[str, Mapping[str, Any]], configured: int,
                              f"{configured}, raised: {why})")  # fmt: skip
 
 
-def fit_teleport_rule(cfg: HybridConfig, setup: RLSetup) -> tuple[RLSetup, str | None]:
-    """``setup`` with its training env's teleport rule fitted (module docstring) and the rule in
-    words for the log and the report; the setup as it is (and None) when there is nothing to
-    fit: no gridlock rule, no teleport rule, ``gridlock_teleports: config`` or no validation."""
-    from tj_hybrid.evaluation import row_cache
-    from tj_hybrid.training import torch_threads
-    from tj_rl.eval import evaluate_heldout
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FittedRule:
+    """``fit_teleport_rule``'s answer: the setup to train with (its env's teleport rule fitted),
+    the rule in words for the log and the report (None: nothing was fitted) and the candidates'
+    ``{name: (mean, worst)}`` validation delays it ran (the teacher choice reuses them)."""
+
+    setup: RLSetup
+    line: str | None = None
+    delays: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+
+def fit_teleport_rule(cfg: HybridConfig, setup: RLSetup) -> FittedRule:
+    """``setup`` with its training env's teleport rule fitted (module docstring); ``setup`` as it
+    is (no line, no delays) when there is nothing to fit: no gridlock rule, no teleport rule,
+    ``gridlock_teleports: config`` or no validation."""
+    from tj_hybrid.evaluation import delays, validation_table
 
     rule = setup.env.gridlock
     if (rule is None or rule.teleports is None or setup.validation is None
             or cfg.phase2.gridlock_teleports != "best-baseline"):  # fmt: skip
-        return setup, None
-    names = list(cfg.phase2.imitation.candidates)
-    env = dataclasses.replace(setup.env, metrics=True, route_files=())  # as the teacher choice
-    with torch_threads(1):
-        table = evaluate_heldout(setup.validation_scenario, {n: n for n in names},
-                                 setup.validation, cfg.phase2.validation.sumo_seeds, config=env,
-                                 name="validation", cache=row_cache(cfg))  # fmt: skip
+        return FittedRule(setup=setup)
+    table = validation_table(cfg, setup, {n: n for n in cfg.phase2.imitation.candidates})
     fitted = teleport_rule(table.summary(("avg_delay", "teleports")), rule.teleports,
                            rule.window_s)  # fmt: skip
     log.info("training's gridlock rule: %s (phase2.gridlock_teleports=best-baseline)", fitted.line)
-    if fitted.teleports == rule.teleports:
-        return setup, fitted.line
-    gridlock = dataclasses.replace(rule, teleports=fitted.teleports)
-    return dataclasses.replace(setup, env=dataclasses.replace(setup.env, gridlock=gridlock)), \
-        fitted.line  # fmt: skip
+    if fitted.teleports != rule.teleports:
+        gridlock = dataclasses.replace(rule, teleports=fitted.teleports)
+        setup = dataclasses.replace(setup, env=dataclasses.replace(setup.env, gridlock=gridlock))
+    return FittedRule(setup=setup, line=fitted.line, delays=delays(table))

@@ -18,11 +18,14 @@ from tj_hybrid.evaluation.frontier import (
 )
 from tj_hybrid.evaluation.heldout import (
     EVAL_METRICS,
+    delays,
     evaluate_policies,
     evaluate_validation,
     held_out_set,
     row_cache,
     save_evaluation,
+    validation_delays,
+    validation_table,
     weighted_cost,
 )
 from tj_hybrid.evaluation.phase_report import means, plans_note, write_phase_report
@@ -38,6 +41,7 @@ __all__ = [
     "acting_note",
     "acting_policy",
     "correlation",
+    "delays",
     "dominated_by",
     "evaluate_policies",
     "evaluate_validation",
@@ -51,6 +55,8 @@ __all__ = [
     "row_cache",
     "save_evaluation",
     "series",
+    "validation_delays",
+    "validation_table",
     "verdict",
     "verdict_lines",
     "weighted_cost",

@@ -24,11 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVAL_METRICS",
+    "delays",
     "evaluate_policies",
     "evaluate_validation",
     "held_out_set",
     "row_cache",
     "save_evaluation",
+    "validation_delays",
+    "validation_table",
     "weighted_cost",
 ]
 
@@ -110,29 +113,55 @@ def evaluate_policies(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, 
     return out
 
 
-def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
-                        cost_weights: Mapping[str, float],
-                        baselines: bool = True) -> dict[str, Any]:  # fmt: skip
-    """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and (``baselines``) the
-    configured baselines on validation traffic (``phase2.validation``: route and SUMO seeds never
-    trained or reported on, in its ``windows``), each episode's weighted cost added: what a
-    choice is made by."""
+def validation_table(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
+                     cost_weights: Mapping[str, float] | None = None,
+                     backend: str | None = None, parallel: bool = False) -> HeldOutTable:  # fmt: skip
+    """tj-rl's table of ``policies`` on validation traffic (``phase2.validation``: route and SUMO
+    seeds never trained or reported on, in its ``windows``): every choice made on validation runs
+    through here, so each (policy, episode) is one row-cache entry whoever asks. ``backend``: the
+    env's SUMO backend (``traci`` while PPO runs: the driver's own env runner holds this process's
+    libsumo); ``parallel``: episodes in ``phase2.eval.workers`` processes, with a progress bar."""
     from tj_hybrid.training import torch_threads
     from tj_rl.eval import evaluate_heldout
 
     if setup.validation is None:
-        raise ValueError("evaluate_validation: the RL setup has no validation traffic")
+        raise ValueError("validation: the RL setup has no validation traffic")
+    env = _env(setup, cost_weights)
+    if backend is not None:
+        env = dataclasses.replace(env, backend=backend)
+    spread = {"workers": _workers(cfg), "spawn_after_s": cfg.phase2.eval.spawn_after_s,
+              "progress": True} if parallel else {}  # fmt: skip
+    with torch_threads(1):  # one small forward per decision (see training/threads.py)
+        table = evaluate_heldout(setup.validation_scenario, dict(policies), setup.validation,
+                                 cfg.phase2.validation.sumo_seeds, config=env, name="validation",
+                                 cache=row_cache(cfg), **spread)  # fmt: skip
+    return _score(table, cost_weights)
+
+
+def delays(table: HeldOutTable) -> dict[str, tuple[float, float]]:
+    """``{policy: (mean, worst)}`` average delay over ``table``'s episodes."""
+    return {p: (c["avg_delay"].mean, c["avg_delay"].max)
+            for p, c in table.summary(("avg_delay",)).items()}  # fmt: skip
+
+
+def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
+                      backend: str | None = None) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """``{policy: (mean, worst)}`` average delay over the validation episodes (every window of
+    ``phase2.validation.windows`` x validation route file x validation SUMO seed)."""
+    return delays(validation_table(cfg, setup, policies, backend=backend))
+
+
+def evaluate_validation(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
+                        cost_weights: Mapping[str, float],
+                        baselines: bool = True) -> dict[str, Any]:  # fmt: skip
+    """One set, ``{"markdown", "rows", "summary"}``, of ``policies`` and (``baselines``) the
+    configured baselines on validation traffic, each episode's weighted cost added: what a
+    choice is made by."""
     named = dict(policies)
     if baselines:
         named |= cfg.phase2.eval.baseline_policies(setup.net_cache, setup.programs)
-    with torch_threads(1):
-        table = evaluate_heldout(setup.validation_scenario, named, setup.validation,
-                                 cfg.phase2.validation.sumo_seeds, config=_env(setup, cost_weights),
-                                 name="validation", workers=_workers(cfg),
-                                 spawn_after_s=cfg.phase2.eval.spawn_after_s,
-                                 progress=True, cache=row_cache(cfg))  # fmt: skip
-    return held_out_set(_score(table, cost_weights), EVAL_METRICS,
-                        traffic=setup.validation.describe())  # fmt: skip
+    table = validation_table(cfg, setup, named, cost_weights=cost_weights, parallel=True)
+    return held_out_set(table, EVAL_METRICS, traffic=setup.validation.describe())
 
 
 def held_out_set(table: HeldOutTable, metrics: Sequence[str], *,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,12 +119,18 @@ def imitation_module(cfg: HybridConfig, setup: RLSetup, base: Path | None) -> tu
     return spec.build(), lights
 
 
-def _pick_teacher(cfg: HybridConfig, setup: RLSetup) -> tuple[str, dict[str, tuple[float, float]]]:
-    from tj_hybrid.phase2.validation import validation_delays
+def _pick_teacher(cfg: HybridConfig, setup: RLSetup,
+                  scored: Mapping[str, tuple[float, float]]) -> tuple[str, dict[str, tuple[float, float]]]:  # fmt: skip
+    """(the teacher, the candidates' validation delays): ``scored`` holds those already run."""
+    from tj_hybrid.evaluation import validation_delays
 
     im = cfg.phase2.imitation
     names = list(im.candidates) if im.teacher == "auto" else [im.teacher]
-    scores = validation_delays(cfg, setup, {n: n for n in names})
+    missing = {n: n for n in names if n not in scored}
+    scores = {n: scored[n] for n in names if n in scored}
+    if missing:
+        scores |= validation_delays(cfg, setup, missing)
+    scores = {n: scores[n] for n in names}  # the candidates' order
     teacher = min(scores, key=lambda n: scores[n][0]) if im.teacher == "auto" else im.teacher
     log.info("imitation: teacher %s (validation avg delay %s)", teacher,
              ", ".join(f"{n} {m:.2f} s" for n, (m, _) in scores.items()))  # fmt: skip
@@ -149,21 +155,24 @@ def make_teacher(cfg: HybridConfig, name: str) -> tuple[str, Any]:
                         cost_weights=weights))  # fmt: skip
 
 
-def start_from_teacher(cfg: HybridConfig, setup: RLSetup, base: Path | None,
-                       out: Path) -> ImitationOutcome:  # fmt: skip
+def start_from_teacher(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path, *,
+                       scored: Mapping[str, tuple[float, float]] | None = None) -> ImitationOutcome:  # fmt: skip
     """Clone the best teacher into the policy PPO trains; the clone's agent folder is
-    ``out/clone`` (reused when it is complete: a resumed run does not clone again). Torch runs
-    one intra-op thread: small batches, where a second thread only spins (training/threads.py:
-    the clone's unit test took 72 s with 2 threads on a loaded 2-core host, 1 s with one)."""
+    ``out/clone`` (reused when it is complete: a resumed run does not clone again). ``scored``:
+    candidates' ``{name: (mean, worst)}`` validation delays already run (the teleport rule's,
+    ``FittedRule.delays``), not run again. Torch runs one intra-op thread: small batches, where
+    a second thread only spins (training/threads.py: the clone's unit test took 72 s with 2
+    threads on a loaded 2-core host, 1 s with one)."""
     from tj_hybrid.training import torch_threads
 
     with torch_threads(1):
-        return _start(cfg, setup, base, out)
+        return _start(cfg, setup, base, out, dict(scored or {}))
 
 
-def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> ImitationOutcome:
+def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path,
+           scored: Mapping[str, tuple[float, float]]) -> ImitationOutcome:  # fmt: skip
+    from tj_hybrid.evaluation import validation_delays
     from tj_hybrid.phase2.train import fresh_agent_config
-    from tj_hybrid.phase2.validation import validation_delays
     from tj_rl.control import AgentPolicy
     from tj_rl.imitation import clone
     from tj_rl.rllib import export_agent
@@ -173,7 +182,7 @@ def _start(cfg: HybridConfig, setup: RLSetup, base: Path | None, out: Path) -> I
     if done.is_file() and (out / "clone" / "config.json").is_file():
         return ImitationOutcome.read(done)  # a resumed run: cloned (and chose) before
     # an explicit teacher is still scored: the clone is compared with it on validation
-    teacher, scores = _pick_teacher(cfg, setup)
+    teacher, scores = _pick_teacher(cfg, setup, scored)
     import torch
 
     torch.manual_seed(cfg.run.seed)  # the controller's initial weights: a seeded run repeats

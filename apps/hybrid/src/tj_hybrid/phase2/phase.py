@@ -92,11 +92,13 @@ def run_phase2(context: PhaseContext) -> PhaseResult:
     local = cfg.phase2.ray_address is None
     setup = prepare_rl(cfg, agent_dir=context.previous_agent, data_dir=scenario_data_dir(cfg),
                        temp_dir=pdir.root / "episodes" if local else None)  # fmt: skip
-    setup, gridlock_line = fit_teleport_rule(cfg, setup)
+    fitted = fit_teleport_rule(cfg, setup)
+    setup, gridlock_line = fitted.setup, fitted.line
     p2 = cfg.phase2
     start = None
     if p2.imitation.enabled and p2.policy == "graph":
-        start = start_from_teacher(cfg, setup, base, pdir.root / "imitation")
+        start = start_from_teacher(cfg, setup, base, pdir.root / "imitation",
+                                   scored=fitted.delays)  # fmt: skip
     elif p2.imitation.enabled:
         log.info("phase2.imitation: the lane-MLP policy starts fresh (only the graph policy "
                  "clones a teacher)")  # fmt: skip

@@ -15,42 +15,15 @@ import json
 import logging
 import math
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from tj_hybrid.config import HybridConfig
 from tj_hybrid.rl_setup import RLSetup
 from tj_monitor import atomic_write_text, publish_dir
 
-__all__ = ["CheckpointSelector", "validation_delays"]
+__all__ = ["CheckpointSelector"]
 
 log = logging.getLogger(__name__)
-
-
-def validation_delays(cfg: HybridConfig, setup: RLSetup, policies: Mapping[str, Any], *,
-                      backend: str | None = None) -> dict[str, tuple[float, float]]:  # fmt: skip
-    """``{policy: (mean, worst)}`` average delay over the validation episodes (every window of
-    ``phase2.validation.windows`` x validation route file x validation SUMO seed); ``backend``:
-    the env's SUMO backend (``traci`` while PPO runs: the driver's own env runner holds this
-    process's libsumo)."""
-    from tj_hybrid.evaluation import row_cache
-    from tj_hybrid.training import torch_threads
-    from tj_rl.eval import evaluate_heldout
-
-    if setup.validation is None:
-        raise ValueError("validation_delays: the RL setup has no validation traffic")
-    env = dataclasses.replace(setup.env, metrics=True, route_files=(),
-                              backend=backend or setup.env.backend)  # fmt: skip
-    with torch_threads(1):
-        table = evaluate_heldout(setup.validation_scenario, dict(policies), setup.validation,
-                                 cfg.phase2.validation.sumo_seeds, config=env,
-                                 name="validation", cache=row_cache(cfg))  # fmt: skip
-    out = {}
-    for policy, cols in table.summary(("avg_delay",)).items():
-        s = cols["avg_delay"]
-        out[policy] = (s.mean, s.max)
-    return out
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -108,6 +81,7 @@ class CheckpointSelector:
     def score(self, checkpoint: Path, iteration: int) -> float:
         """Export ``checkpoint``'s policy, score it on validation, keep it when it is the best
         so far; returns its mean validation delay."""
+        from tj_hybrid.evaluation import validation_delays
         from tj_hybrid.phase2.evaluate import trained_policy
         from tj_hybrid.phase2.train import export_policy
 

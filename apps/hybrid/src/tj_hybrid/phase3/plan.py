@@ -89,7 +89,8 @@ def plan_phase3(cfg: HybridConfig, *, agent_dir: Path, temp_dir: Path, budget: i
     per_rank = max(1, total // here)
     setup = prepare_rl(cfg, agent_dir=agent_dir, data_dir=scenario_data_dir(cfg),
                        temp_dir=temp_dir)  # fmt: skip
-    setup, gridlock = fit_teleport_rule(cfg, setup)  # as phase 2 trained (the rows are cached)
+    fitted = fit_teleport_rule(cfg, setup)  # as phase 2 trained (the rows are cached)
+    setup, gridlock = fitted.setup, fitted.line
     env = dataclasses.replace(setup.env, cost_weights=dict(p3.cost_weights))  # phase 3's costs
     collect = dataclasses.replace(setup, env=env)  # the env every collector builds
     core = TrafficSignalCore(env, scenario=setup.scenario)
