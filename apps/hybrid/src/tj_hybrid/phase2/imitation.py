@@ -126,11 +126,9 @@ def _pick_teacher(cfg: HybridConfig, setup: RLSetup,
 
     im = cfg.phase2.imitation
     names = list(im.candidates) if im.teacher == "auto" else [im.teacher]
-    missing = {n: n for n in names if n not in scored}
-    scores = {n: scored[n] for n in names if n in scored}
-    if missing:
-        scores |= validation_delays(cfg, setup, missing)
-    scores = {n: scores[n] for n in names}  # the candidates' order
+    missing = [n for n in names if n not in scored]
+    ran = validation_delays(cfg, setup, {n: n for n in missing}) if missing else {}
+    scores = {n: scored[n] if n in scored else ran[n] for n in names}  # the candidates' order
     teacher = min(scores, key=lambda n: scores[n][0]) if im.teacher == "auto" else im.teacher
     log.info("imitation: teacher %s (validation avg delay %s)", teacher,
              ", ".join(f"{n} {m:.2f} s" for n, (m, _) in scores.items()))  # fmt: skip
