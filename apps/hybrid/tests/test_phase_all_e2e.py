@@ -88,12 +88,40 @@ def test_phase_all_then_resume_repeats_nothing(
 
     _check_phase3(tmp_path / "runs" / "p2", p2)
     assert not _stray(tmp_path / "runs"), "processes left behind"
+    _check_eval_checkpoints(tmp_path, args, run)
 
     again = run(*args, "--phase", "all", "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "phase 1 (world-model pretraining) already finished" in again.stderr
     assert "phase 2 (safe RL with Ray RLlib PPO in SUMO) already finished" in again.stderr
     assert "phase 3 (constrained optimisation" in again.stderr and "already finished" in again.stderr
+
+
+def _check_eval_checkpoints(tmp_path: Path, args: list[str], run: Any) -> None:
+    """``eval --checkpoints`` on the run: the clone and both kept checkpoints on validation and
+    held-out traffic, the exported one marked, validation's scores those phase 2 chose by."""
+    pdir = tmp_path / "runs" / "p2" / "phase2"
+    out = run("eval", "--checkpoints", str(pdir.parent), *args,
+              "--set", f"run.root={tmp_path / 'evals'}")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    (folder,) = (tmp_path / "evals").iterdir()
+    assert folder.name.startswith("checkpoints-default-")
+    assert {p.name for p in folder.iterdir()} == {"report.md", "checkpoints.json", "eval.json",
+                                                  "checkpoints.png", "agents"}  # fmt: skip
+    kept = json.loads((folder / "checkpoints.json").read_text())
+    rows = {r["name"]: r for r in kept["rows"]}
+    assert list(rows) == ["clone", "iter-00001", "iter-00002"]
+    chosen = json.loads((pdir / "validation" / "validation.json").read_text())
+    assert [r["iteration"] for r in rows.values() if r["exported"]] == [chosen["best"][0]]
+    # the same validation episodes phase 2 chose by, the same scores
+    for iteration, delay in chosen["history"]:
+        (row,) = [r for r in rows.values() if r["iteration"] == iteration]
+        assert row["validation"] == pytest.approx(delay, rel=1e-6)
+    assert all(r["delay"]["held_out"] > 0 and r["best"]["held_out"] in BASELINES
+               for r in rows.values())  # fmt: skip
+    assert "(exported)" in out.stdout and "- exported (validation's pick): " in out.stdout
+    report = (folder / "report.md").read_text().replace("**", "")
+    assert all(f"| {name} " in report for name in rows) and "(exported) | " in report
 
 
 def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:

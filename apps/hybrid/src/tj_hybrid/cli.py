@@ -34,10 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         choices=("train", "doctor", "eval", "watch"),
         default="train",
-        help="train (default); doctor: check this machine; eval: an exported agent against the "
-        "baselines on the scenario's held-out traffic; watch: it in sumo-gui",
+        help="train (default); doctor: check this machine; eval: an exported agent (--agent) or "
+        "every policy a phase-2 run kept (--checkpoints) against the baselines on the "
+        "scenario's held-out traffic; watch: an agent in sumo-gui",
     )
     p.add_argument("--agent", type=Path, metavar="PATH", help="eval / watch: an agent folder")
+    p.add_argument("--checkpoints", type=Path, metavar="PATH",
+                   help="eval: a phase-2 folder (runs/<run>/phase2): its clone and kept "
+                        "checkpoints on validation and held-out traffic")  # fmt: skip
     p.add_argument("--routes", type=Path, metavar="FILE",
                    help="watch: a route file (default: the first held-out one)")  # fmt: skip
     p.add_argument("--delay", type=float, default=100.0, metavar="MS",
@@ -92,6 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks = run_checks({"run dir": cfg.run.root, "data dir": data_root(cfg)})
         print(render(checks))
         return 1 if any(c.status == "FAIL" for c in checks) else 0
+    if args.command == "eval" and args.checkpoints is not None:
+        if args.agent is not None:
+            print("tj-hybrid: eval: give --agent or --checkpoints, not both", file=sys.stderr)
+            return 2
+        from tj_hybrid.commands.evaluate_checkpoints import run_checkpoints
+
+        return run_checkpoints(cfg, args.checkpoints)
     if args.command == "eval":
         from tj_hybrid.commands.evaluate_agent import run_eval
 
