@@ -174,7 +174,7 @@ def plot_candidates(rows: Sequence[CandidateRow], out: Path) -> Path | None:
                    key=lambda r: r.candidate.iteration or 0)  # fmt: skip
     if not drawn:
         return None
-    fig = Figure(figsize=(8, 4.2))
+    fig = Figure(figsize=(10.5, 4.2))
     ax = fig.subplots()
     x = [r.candidate.iteration for r in drawn]
     for key, words, colour in (("held_out", "held-out", "tab:blue"),
@@ -193,11 +193,11 @@ def plot_candidates(rows: Sequence[CandidateRow], out: Path) -> Path | None:
                         ls="none")  # fmt: skip
     if any(math.isfinite(r.validation) for r in drawn):
         ax.plot(x, [r.validation for r in drawn], marker="s", color="tab:orange",
-                label="validation (what chose)")  # fmt: skip
+                label="validation (what phase 2 chose by)")  # fmt: skip
     ax.set_xlabel("PPO iteration (0: the clone it started from); star: exported")
     ax.set_ylabel("average delay (s)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return out
