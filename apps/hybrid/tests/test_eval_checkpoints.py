@@ -1,7 +1,8 @@
-"""``tj-hybrid eval --checkpoints``: the table of every kept phase-2 policy (pure, on hand-made
-episode rows: the best baseline, the paired standard error, validation's pick, hindsight and the
-rank correlation), and the command's refusals (one line, exit 2, nothing written). The command on
-a real run's phase-2 folder is exercised in ``test_phase_all_e2e.py``, which trains one."""
+"""``tj-hybrid eval --checkpoints``: the table of every kept policy (pure, on hand-made episode
+rows: the best baseline, the paired standard error, the costs, validation's pick, hindsight and
+the rank correlation), what a phase-2 or phase-3 folder holds, and the command's refusals (one
+line, exit 2, nothing written). The command on a real run's phase-2 and phase-3 folders is
+exercised in ``test_phase_all_e2e.py``, which trains one."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ from tj_hybrid.config import ConfigError
 APP = Path(__file__).resolve().parents[1]
 
 
-def _rows(policy: str, delays: list[float], key: str = "") -> list[dict[str, object]]:
-    return [{"policy": policy, "window_index": 0, "route_index": i, "seed": 9, "avg_delay": d}
-            for i, d in enumerate(delays)]  # fmt: skip
+def _rows(policy: str, delays: list[float], cost: float = 1.0) -> list[dict[str, object]]:
+    return [{"policy": policy, "window_index": 0, "route_index": i, "seed": 9, "avg_delay": d,
+             "cost": cost + i} for i, d in enumerate(delays)]  # fmt: skip
 
 
 BASE = [10.0, 12.0, 8.0, 10.0]  # the best baseline's episodes (mean 10)
@@ -48,6 +49,7 @@ EVALUATION = {
         *_rows("iter-00010", [14.7, 14.7]),
     ]},
 }
+VALIDATION = {"clone": (6.5, 2.0), "iter-00005": (6.4, 3.0), "iter-00010": (6.6, 4.0)}
 CANDIDATES = [Candidate(name="clone", iteration=0),
               Candidate(name="iter-00005", iteration=5, exported=True),
               Candidate(name="iter-00010", iteration=10)]  # fmt: skip
@@ -63,7 +65,7 @@ def test_paired_se_is_the_spread_of_the_per_episode_differences() -> None:
 
 
 def test_every_candidate_is_against_the_best_baseline_not_against_another_candidate() -> None:
-    rows = candidate_rows(CANDIDATES, {"clone": 6.5, "iter-00005": 6.4, "iter-00010": 6.6},
+    rows = candidate_rows(CANDIDATES, VALIDATION,
                           EVALUATION)  # fmt: skip
     assert [r.candidate.name for r in rows] == ["clone", "iter-00005", "iter-00010"]
     for r in rows:  # the clone (a trained row) is never the best "baseline"
@@ -74,13 +76,14 @@ def test_every_candidate_is_against_the_best_baseline_not_against_another_candid
     assert five.change["held_out"] == pytest.approx(-0.05) and ten.change["held_out"] == pytest.approx(-0.02)
     assert five.change["held_out_heavy"] == pytest.approx(13.3 / 14 - 1)
     assert ten.worst["held_out"] == 11.8 and five.validation == 6.4
+    assert five.validation_cost == 3.0 and five.cost == {"held_out": 2.5, "held_out_heavy": 1.5}
     table = to_markdown(rows)
-    assert "| **iter-00005** (exported) | 5 | 6.40 | 9.50 | -5.0% +- " in table
-    assert "| clone | 0 | 6.50 | 9.50 | -5.0% +- 0.0% | 11.50 |" in table
+    assert "| **iter-00005** (exported) | 5 | 6.40 | 3.00 | 9.50 | -5.0% +- " in table
+    assert "| clone | 0 | 6.50 | 2.00 | 9.50 | -5.0% +- 0.0% | 11.50 | 2.50 | 14.35 |" in table
 
 
 def test_the_lines_say_validations_pick_hindsight_and_how_well_validation_ranks() -> None:
-    rows = candidate_rows(CANDIDATES, {"clone": 6.5, "iter-00005": 6.4, "iter-00010": 6.6},
+    rows = candidate_rows(CANDIDATES, VALIDATION,
                           EVALUATION)  # fmt: skip
     lines = summary_lines(rows)
     assert lines[0].startswith("- exported (validation's pick): iter-00005 (iteration 5): 9.50 s")
@@ -102,7 +105,7 @@ def test_without_validation_scores_there_is_no_correlation_and_the_plot_still_dr
     rows = candidate_rows(CANDIDATES, {}, EVALUATION)
     assert all(math.isnan(r.validation) for r in rows)
     assert not [line for line in summary_lines(rows) if "Pearson" in line]
-    assert "| clone | 0 | n/a |" in to_markdown(rows)
+    assert "| clone | 0 | n/a | n/a |" in to_markdown(rows)
     png = plot_candidates(rows, tmp_path / "checkpoints.png")
     assert png is not None and png.stat().st_size > 0
     assert plot_candidates(candidate_rows([Candidate(name="x", iteration=None)], {}, EVALUATION),
@@ -131,9 +134,24 @@ def test_kept_policies_reads_a_run_or_its_phase2_folder(tmp_path: Path) -> None:
                   "phase2/agent/config.json", "phase2/validation/validation.json")  # fmt: skip
     for given in (run, run / "phase2"):
         kept = kept_policies(given)
-        assert kept.folder == run / "phase2" and sorted(kept.checkpoints) == [5, 10]  # no .tmp
-        assert kept.clone == run / "phase2/imitation/clone" and kept.chosen == 5
+        assert kept.phase == "phase2" and kept.folder == run / "phase2"
+        assert sorted(kept.checkpoints) == [5, 10]  # no .tmp
+        assert kept.agents == {"clone": (0, run / "phase2/imitation/clone")} and kept.chosen == 5
         assert kept.base == kept.exported == run / "phase2/agent"
+
+
+def test_kept_policies_reads_phase_3s_candidates_with_phase_2s_policy_first(tmp_path: Path) -> None:
+    run = _folder(tmp_path, "phase3/candidates/iter-00002/config.json",
+                  "phase3/candidates/iter-00001/config.json", "phase3/candidates/iter-00003/x",
+                  "phase3/agent/config.json", "phase2/agent/config.json")  # fmt: skip
+    (run / "phase3/candidates/selection.json").write_text(json.dumps({"chosen": 2}))
+    kept = kept_policies(run / "phase3")
+    assert kept.phase == "phase3" and kept.checkpoints == {} and kept.chosen == 2
+    # iteration 3 has no exported agent (a half-written candidate): left out
+    assert kept.agents == {"phase2": (0, run / "phase2/agent"),
+                           "iter-00001": (1, run / "phase3/candidates/iter-00001"),
+                           "iter-00002": (2, run / "phase3/candidates/iter-00002")}  # fmt: skip
+    assert next(iter(kept.agents)) == "phase2" and kept.base == run / "phase3/agent"
 
 
 def test_checkpoints_of_an_unfinished_phase_2_export_onto_phase_1s_agent(tmp_path: Path) -> None:
@@ -146,12 +164,14 @@ def test_checkpoints_of_an_unfinished_phase_2_export_onto_phase_1s_agent(tmp_pat
     ((), "no such directory"),
     (("phase2/report.md",), "no kept checkpoint"),
     (("phase2/checkpoints/iter-00005/x",), "neither its agent/ nor"),
+    (("phase3/candidates/selection.json",), "no phase-3 candidate"),
 ])  # fmt: skip
 def test_a_folder_with_nothing_to_compare_is_refused(tmp_path: Path, parts: tuple[str, ...],
                                                     expected: str) -> None:  # fmt: skip
     run = _folder(tmp_path, *parts) if parts else tmp_path / "nope"
+    phase3 = any(p.startswith("phase3") for p in parts)
     with pytest.raises(ConfigError, match=expected):
-        kept_policies(run)
+        kept_policies(run / "phase3" if phase3 else run)
 
 
 @pytest.mark.parametrize("given", ["both", "empty"])

@@ -99,7 +99,8 @@ def test_phase_all_then_resume_repeats_nothing(
 
 def _check_eval_checkpoints(tmp_path: Path, args: list[str], run: Any) -> None:
     """``eval --checkpoints`` on the run: the clone and both kept checkpoints on validation and
-    held-out traffic, the exported one marked, validation's scores those phase 2 chose by."""
+    held-out traffic, the exported one marked, validation's scores those phase 2 chose by; then
+    on the phase-3 folder, its candidates with the (delay, cost) phase 3 chose by."""
     pdir = tmp_path / "runs" / "p2" / "phase2"
     out = run("eval", "--checkpoints", str(pdir.parent), *args,
               "--set", f"run.root={tmp_path / 'evals'}")  # fmt: skip
@@ -122,6 +123,23 @@ def _check_eval_checkpoints(tmp_path: Path, args: list[str], run: Any) -> None:
     assert "(exported)" in out.stdout and "- exported (validation's pick): " in out.stdout
     report = (folder / "report.md").read_text().replace("**", "")
     assert all(f"| {name} " in report for name in rows) and "(exported) | " in report
+    # phase 3's folder: phase 2's policy and every candidate, behind the guard as phase 3 chose
+    p3 = tmp_path / "runs" / "p2" / "phase3"
+    out = run("eval", "--checkpoints", str(p3), *args, "--set", f"run.root={tmp_path / 'evals3'}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    (folder,) = (tmp_path / "evals3").iterdir()
+    kept = json.loads((folder / "checkpoints.json").read_text())
+    rows = {r["name"]: r for r in kept["rows"]}
+    assert kept["phase"] == "phase3"
+    assert list(rows) == ["phase2", "iter-00001", "iter-00002", "iter-00003"]
+    selection = json.loads((p3 / "candidates" / "selection.json").read_text())
+    assert [r["iteration"] for r in rows.values() if r["exported"]] == [selection["chosen"]]
+    scores = json.loads((p3 / "candidates" / "scores.json").read_text())["scores"]
+    for row in rows.values():  # the (delay, cost) phase 3 chose by
+        _, delay, cost = scores[str(row["iteration"])]
+        assert (row["validation"], row["validation_cost"]) == pytest.approx((delay, cost))
+        assert row["cost"]["held_out"] >= 0
+    assert "dilemma-zone guard" in (folder / "report.md").read_text()
 
 
 def _check_phase3(run_dir: Path, p2: dict[str, Any]) -> None:

@@ -35,13 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("train", "doctor", "eval", "watch"),
         default="train",
         help="train (default); doctor: check this machine; eval: an exported agent (--agent) or "
-        "every policy a phase-2 run kept (--checkpoints) against the baselines on the "
+        "every policy a phase kept (--checkpoints) against the baselines on the "
         "scenario's held-out traffic; watch: an agent in sumo-gui",
     )
     p.add_argument("--agent", type=Path, metavar="PATH", help="eval / watch: an agent folder")
     p.add_argument("--checkpoints", type=Path, metavar="PATH",
-                   help="eval: a phase-2 folder (runs/<run>/phase2): its clone and kept "
-                        "checkpoints on validation and held-out traffic")  # fmt: skip
+                   help="eval: a run's phase2/ or phase3/ folder: every policy it kept (its "
+                        "clone or phase 2's, each checkpoint) on validation and held-out "
+                        "traffic")  # fmt: skip
     p.add_argument("--routes", type=Path, metavar="FILE",
                    help="watch: a route file (default: the first held-out one)")  # fmt: skip
     p.add_argument("--delay", type=float, default=100.0, metavar="MS",

@@ -1,11 +1,11 @@
-"""Every policy a phase-2 run kept, side by side (no SUMO, no torch): each one's validation
-delay, its held-out delay against the best baseline with the standard error of that paired
-difference, and the lines a reader needs: what validation picked, what would have been best in
-hindsight, and whether validation ranks the policies as held-out traffic does.
+"""Every policy a phase kept, side by side (no SUMO, no torch): each one's validation delay and
+cost, its held-out delay against the best baseline with the standard error of that paired
+difference, its held-out cost, and the lines a reader needs: what validation picked, what would
+have been best in hindsight, and whether validation ranks the policies as held-out traffic does.
 
-Inputs are what the evaluation keeps: validation ``{name: (mean, worst)}`` and held-out sets
-``{set: {"rows": [...]}}`` with one row per (policy, episode) (``window_index``, ``route_index``,
-``seed``, ``avg_delay``), the candidates' names among the baselines'.
+Inputs are what the evaluation keeps: validation ``{name: (mean delay, mean cost)}`` and held-out
+sets ``{set: {"rows": [...]}}`` with one row per (policy, episode) (``window_index``,
+``route_index``, ``seed``, ``avg_delay``, ``cost``), the candidates' names among the baselines'.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ class CandidateRow:
 
     candidate: Candidate
     validation: float  # mean avg delay over the validation episodes, s (NaN: not scored)
+    validation_cost: float  # mean weighted episode cost there (NaN: not scored)
     delay: dict[str, float]  # set key -> mean held-out avg delay, s
     change: dict[str, float]  # set key -> relative to the set's best baseline
     se: dict[str, float]  # set key -> standard error of that change
     best: dict[str, str]  # set key -> the set's best baseline
     best_delay: dict[str, float]  # set key -> its mean avg delay, s
     worst: dict[str, float]  # set key -> the candidate's worst episode, s
+    cost: dict[str, float]  # set key -> mean weighted episode cost (NaN: rows without one)
 
 
 def paired_se(rows: Sequence[Mapping[str, Any]], policy: str, reference: str) -> float:
@@ -74,14 +76,20 @@ def paired_se(rows: Sequence[Mapping[str, Any]], policy: str, reference: str) ->
     return float(np.std(a - b, ddof=1) / math.sqrt(len(pairs)) / b.mean())
 
 
-def candidate_rows(candidates: Sequence[Candidate], validation: Mapping[str, float],
+def _mean_cost(rows: Sequence[Mapping[str, Any]], policy: str) -> float:
+    costs = [float(r["cost"]) for r in rows if r["policy"] == policy and "cost" in r]
+    return sum(costs) / len(costs) if costs else math.nan
+
+
+def candidate_rows(candidates: Sequence[Candidate],
+                   validation: Mapping[str, tuple[float, float]],
                    evaluation: Mapping[str, Mapping[str, Any]]) -> list[CandidateRow]:  # fmt: skip
     """A row per candidate, in the given order; the best baseline of each set is the lowest mean
     among the policies that are not candidates."""
     names = {c.name for c in candidates}
     out = []
     for c in candidates:
-        delay, change, se, best, best_delay, worst = {}, {}, {}, {}, {}, {}
+        delay, change, se, best, best_delay, worst, cost = {}, {}, {}, {}, {}, {}, {}
         for key, _ in SETS:
             rows = evaluation.get(key, {}).get("rows") or []
             v = verdict(rows, c.name, trained=names)
@@ -90,9 +98,11 @@ def candidate_rows(candidates: Sequence[Candidate], validation: Mapping[str, flo
             delay[key], change[key], worst[key] = v.delay, v.change, v.worst
             best[key], best_delay[key] = v.best, v.best_delay
             se[key] = paired_se(rows, c.name, v.best)
-        out.append(CandidateRow(candidate=c, validation=float(validation.get(c.name, math.nan)),
+            cost[key] = _mean_cost(rows, c.name)
+        vd, vc = validation.get(c.name, (math.nan, math.nan))
+        out.append(CandidateRow(candidate=c, validation=float(vd), validation_cost=float(vc),
                                 delay=delay, change=change, se=se, best=best,
-                                best_delay=best_delay, worst=worst))  # fmt: skip
+                                best_delay=best_delay, worst=worst, cost=cost))  # fmt: skip
     return out
 
 
@@ -107,17 +117,20 @@ def _s(x: float | None) -> str:
 
 
 def to_markdown(rows: Sequence[CandidateRow]) -> str:
-    """The table: iteration, validation delay, each held-out set's delay and change (+- its
-    paired standard error), the worst held-out episode; the exported row marked."""
-    head = ("| policy | iteration | validation, s | held-out, s | against the best baseline | "
-            "worst episode, s | ~30% heavier, s | against its best |")  # fmt: skip
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    """The table: iteration, validation delay and cost, each held-out set's delay and change
+    (+- its paired standard error), the worst held-out episode, the held-out cost; the exported
+    row marked."""
+    head = ("| policy | iteration | validation, s | validation cost | held-out, s | against the "
+            "best baseline | worst episode, s | cost | ~30% heavier, s | against its best | "
+            "cost |")  # fmt: skip
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         c, h, hh = r.candidate, "held_out", "held_out_heavy"
         name = f"**{c.name}** (exported)" if c.exported else c.name
-        lines.append(f"| {name} | {c.when} | {_s(r.validation)} | {_s(r.delay.get(h))} | "
-                     f"{_pct(r.change.get(h), r.se.get(h))} | {_s(r.worst.get(h))} | "
-                     f"{_s(r.delay.get(hh))} | {_pct(r.change.get(hh), r.se.get(hh))} |")  # fmt: skip
+        lines.append(f"| {name} | {c.when} | {_s(r.validation)} | {_s(r.validation_cost)} | "
+                     f"{_s(r.delay.get(h))} | {_pct(r.change.get(h), r.se.get(h))} | "
+                     f"{_s(r.worst.get(h))} | {_s(r.cost.get(h))} | {_s(r.delay.get(hh))} | "
+                     f"{_pct(r.change.get(hh), r.se.get(hh))} | {_s(r.cost.get(hh))} |")  # fmt: skip
     return "\n".join(lines)
 
 
