@@ -142,7 +142,6 @@ def _same_weights(a: Path, b: Path) -> bool:
 
     if not all((p / "model.safetensors").is_file() for p in (a, b)):
         return False
-
     x, y = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     return x.keys() == y.keys() and all(bool((x[k] == y[k]).all()) for k in x)
 
