@@ -110,6 +110,9 @@ def test_without_validation_scores_there_is_no_correlation_and_the_plot_still_dr
     assert png is not None and png.stat().st_size > 0
     assert plot_candidates(candidate_rows([Candidate(name="x", iteration=None)], {}, EVALUATION),
                            tmp_path / "none.png") is None  # fmt: skip
+    assert plot_candidates(rows, tmp_path / "p3.png", phase="phase3") is not None
+    with pytest.raises(ValueError, match="phase must be one of"):
+        plot_candidates(rows, tmp_path / "bad.png", phase="phase4")
 
 
 def test_a_candidate_cannot_have_a_negative_iteration() -> None:

@@ -177,10 +177,18 @@ def summary_lines(rows: Sequence[CandidateRow]) -> list[str]:
     return out
 
 
-def plot_candidates(rows: Sequence[CandidateRow], out: Path) -> Path | None:
+_START = {"phase2": "PPO iteration (0: the clone it started from)",
+          "phase3": "PPO-Lagrangian iteration (0: phase 2's policy)"}
+
+
+def plot_candidates(rows: Sequence[CandidateRow], out: Path, *,
+                    phase: str = "phase2") -> Path | None:  # fmt: skip
     """``checkpoints.png``: validation and held-out delay against the iteration (held-out with
     its paired standard error), each set's best baseline as a dashed line, the exported policy
-    starred; None when no candidate has both an iteration and a held-out delay."""
+    starred; ``phase`` names the axis and what chose. None when no candidate has both an
+    iteration and a held-out delay."""
+    if phase not in _START:
+        raise ValueError(f"plot_candidates: phase must be one of {sorted(_START)}, got {phase!r}")
     from matplotlib.figure import Figure  # tj-monitor[report]: a dependency of the app
 
     drawn = sorted((r for r in rows if r.candidate.iteration is not None and "held_out" in r.delay),
@@ -206,8 +214,8 @@ def plot_candidates(rows: Sequence[CandidateRow], out: Path) -> Path | None:
                         ls="none")  # fmt: skip
     if any(math.isfinite(r.validation) for r in drawn):
         ax.plot(x, [r.validation for r in drawn], marker="s", color="tab:orange",
-                label="validation (what phase 2 chose by)")  # fmt: skip
-    ax.set_xlabel("PPO iteration (0: the clone it started from); star: exported")
+                label=f"validation (what {phase.replace('phase', 'phase ')} chose by)")  # fmt: skip
+    ax.set_xlabel(f"{_START[phase]}; star: exported")
     ax.set_ylabel("average delay (s)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines

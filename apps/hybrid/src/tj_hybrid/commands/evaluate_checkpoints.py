@@ -202,7 +202,7 @@ def evaluate_checkpoints(cfg: HybridConfig, kept: Kept, out: Path) -> tuple[str,
     save_evaluation(out / "eval.json", evaluation)
     rows = candidate_rows(list(candidates), validation, evaluation)
     table, lines = to_markdown(rows), summary_lines(rows)
-    picture = plot_candidates(rows, out / "checkpoints.png")
+    picture = plot_candidates(rows, out / "checkpoints.png", phase=kept.phase)
     _save_rows(out / "checkpoints.json", kept, rows)
     facts = {
         "phase-2 folder": kept.folder.resolve(),
