@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tj_hybrid.evaluation.frontier import correlation
 from tj_hybrid.evaluation.verdict import SETS, verdict
 
 __all__ = ["Candidate", "CandidateRow", "candidate_rows", "paired_se", "plot_candidates",
@@ -134,16 +135,6 @@ def to_markdown(rows: Sequence[CandidateRow]) -> str:
     return "\n".join(lines)
 
 
-def _pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    pts = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(a) and math.isfinite(b)]
-    if len(pts) < 3:
-        return math.nan
-    a, b = np.array(pts).T
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return math.nan
-    return float(np.corrcoef(a, b)[0, 1])
-
-
 def summary_lines(rows: Sequence[CandidateRow]) -> list[str]:
     """Markdown bullets: validation's pick on held-out traffic, the best in hindsight (for
     reading only), and Pearson's r of validation with held-out delay across the candidates."""
@@ -164,7 +155,9 @@ def summary_lines(rows: Sequence[CandidateRow]) -> list[str]:
     hindsight = min(scored, key=lambda r: r.delay[key])
     out.append(f"- lowest held-out delay, in hindsight: {said(hindsight)}. For reading only: a "
                "policy chosen on held-out traffic would make it a validation set")  # fmt: skip
-    r = _pearson([x.validation for x in scored], [x.delay[key] for x in scored])
+    pairs = {x.candidate.name: (x.validation, x.delay[key]) for x in scored
+             if math.isfinite(x.validation)}  # fmt: skip
+    r = correlation(pairs) if len(pairs) >= 3 else math.nan  # 2 points: r is +-1, says nothing
     if math.isfinite(r):
         out.append(f"- validation against held-out delay across the {len(scored)} policies: "
                    f"Pearson's r = {r:.2f} (near 1: validation ranks them as held-out traffic "
